@@ -316,6 +316,7 @@ def topology_doc(state: dict) -> dict:
         fault = state["faults"].get(link["id"], {})
         rates = [v for v in fault.get("rate_bps", {}).values() if v]
         capacity = min(rates) / 1e9 if rates else state["params"]["capacity_gbps"]
+        capacity = int(capacity) if float(capacity).is_integer() else capacity
         links.append({"a": link["a"]["node"], "b": link["b"]["node"],
                       "capacity_gbps": capacity, "latency_us": 2, "utilization": 0,
                       "free_buffer_bytes": 4194304, "fec_error_rate": 0,
@@ -383,7 +384,7 @@ def resolve_link(state: dict, tokens: list[str]) -> dict:
     if not matches:
         raise FabricError(f"no link between '{x}' and '{y}': known links are {ids}")
     raise FabricError(f"'{x} {y}' matches several links ({', '.join(l['id'] for l in matches)}); "
-                      "name the NIC, e.g. h0-nic1--leaf0")
+                      f"name the NIC, e.g. {matches[-1]['id']}")
 
 
 def ends_for(link: dict, at_end: str | None) -> list[dict]:

@@ -109,6 +109,10 @@ class LifecycleTest(unittest.TestCase):
         prefix = f"ff{info['run_id']}-"
         try:
             self.assertEqual(len(netns_with_prefix(prefix)), 4 + 2 + 2)
+            with open(state) as f:
+                h2_nic1 = next(n["ip"] for n in json.load(f)["nics"] if n["id"] == "h2-nic1")
+            out = fabric("exec", "--state", state, "h2", "--", "ip", "-4", "-o", "addr", "show", "dev", "eth1").stdout
+            self.assertIn(f"inet {h2_nic1}/24", out)
         finally:
             fabric("down", "--state", state)
         self.assertEqual(netns_with_prefix(prefix), [])
