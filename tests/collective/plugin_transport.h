@@ -1,0 +1,50 @@
+// Ring transport through the FlexiForce plugin's ncclNet v11 C ABI, called as NCCL's proxy calls it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/collective/ring_transport.h"
+#include "tests/common/plugin_loader.h"
+
+namespace ff::collective {
+
+class PluginTransport : public RingTransport {
+ public:
+  // Loads the plugin and calls init/devices/getProperties; `dev` selects the device.
+  PluginTransport(const std::string& plugin_path, int dev, AbortContext& ctx);
+  ~PluginTransport() override;
+
+  std::string Describe() const override;
+  void Connect(Rendezvous& rdv, int rank, int nranks) override;
+  int RegisterBuffer(void* data, size_t bytes) override;
+  void BeginCollective(NcclFunc func) override;
+  std::optional<RequestId> PostSend(int region, const void* data, size_t bytes) override;
+  std::optional<RequestId> PostRecv(int region, void* data, size_t bytes) override;
+  bool Test(RequestId request, size_t* bytes) override;
+  void Close() override;
+
+ private:
+  // Throws DriverError "plugin <call> returned <name> (<code>)" unless rc is ncclSuccess.
+  void Require(ncclResult_t rc, const std::string& call) const;
+
+  struct Region {
+    void* send_mh = nullptr;  // registration on the send comm
+    void* recv_mh = nullptr;  // registration on the receive comm
+  };
+
+  AbortContext& ctx_;
+  std::unique_ptr<ff::testing::PluginLibrary> lib_;
+  const ncclNet_v11_t* net_ = nullptr;
+  int dev_ = 0;
+  std::string describe_;
+  void* net_ctx_ = nullptr;
+  void* listen_comm_ = nullptr;
+  void* send_comm_ = nullptr;
+  void* recv_comm_ = nullptr;
+  std::vector<Region> regions_;
+  bool closed_ = false;
+};
+
+}  // namespace ff::collective

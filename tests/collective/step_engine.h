@@ -1,0 +1,43 @@
+// Executes a ring schedule over a transport the way NCCL's proxy does: a window of steps in flight per peer.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "tests/collective/abort_context.h"
+#include "tests/collective/collective_data.h"
+#include "tests/collective/ring_schedule.h"
+#include "tests/collective/ring_transport.h"
+
+namespace ff::collective {
+
+struct EngineBuffers {
+  std::byte* send = nullptr;
+  std::byte* recv = nullptr;
+  std::byte* staging = nullptr;  // window slots of slot_bytes each, for reducing receives
+  size_t slot_bytes = 0;
+  int send_region = -1;
+  int recv_region = -1;
+  int staging_region = -1;
+};
+
+class StepEngine {
+ public:
+  // window: steps in flight per direction (NCCL_STEPS is 8); corrupt: flip a bit in the
+  // first non-empty received step (to prove the checker catches a wrong result).
+  StepEngine(RingTransport& transport, AbortContext& ctx, const EngineBuffers& buffers, int window, DataType dtype,
+             bool corrupt);
+
+  // Runs one collective to completion; throws DriverError naming the step on failure or timeout.
+  void Run(const RingSchedule& schedule);
+
+ private:
+  RingTransport& transport_;
+  AbortContext& ctx_;
+  EngineBuffers buffers_;
+  int window_;
+  DataType dtype_;
+  bool corrupt_;
+};
+
+}  // namespace ff::collective
