@@ -1,0 +1,138 @@
+// Always-on per-process statistics in a shared-memory file that `flexiforce stats` reads from
+// another process: bytes, messages and latency per {task, collective, peer, path}, plus per-task
+// heat, SLA misses and failover counters.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sla/collective_id.h"
+
+namespace ff::sla {
+
+inline constexpr const char* kStatsDefaultDir = "/dev/shm";
+inline constexpr const char* kStatsFilePrefix = "flexiforce-stats-";
+inline constexpr size_t kStatsNameCapacity = 64;  // task id and peer, NUL included
+// Latency histogram: bucket 0 holds <= 1 ns, bucket b (1..38) holds (2^(b-1), 2^b] ns, so its
+// Prometheus upper bound is exactly 2^b ns; bucket 39 holds everything above 2^38 ns (~275 s).
+inline constexpr int kLatencyBuckets = 40;
+
+enum class Direction : uint8_t { kSend = 0, kRecv = 1 };
+
+struct StatsKey {
+  std::string_view task;
+  Collective collective = Collective::kUnknown;
+  std::string_view peer;  // e.g. "10.0.0.2:43117" or "rank3"; truncated to 63 bytes
+  uint32_t path_id = 0;
+};
+
+// Histogram bucket of a latency, as described above.
+int LatencyBucket(uint64_t latency_ns);
+
+struct StatsTableOptions {
+  std::string dir = kStatsDefaultDir;
+  uint32_t slots = 1024;     // distinct {task, collective, peer, path} keys
+  uint32_t tasks = 16;       // distinct tasks (normally one per process)
+  bool remove_on_close = true;  // a clean exit removes the file; a crash leaves it for --gc
+};
+
+// The writer side, one per process. Record paths are lock-free and allocate nothing: keys
+// live in an open-addressing table of fixed slots claimed once with compare-and-swap, and
+// every counter is a 64-bit atomic in the shared mapping (address-free, so the reading
+// process sees them too).
+class StatsTable {
+ public:
+  static constexpr uint32_t kInvalid = 0xFFFFFFFFu;
+
+  // Creates (or replaces a stale) <dir>/flexiforce-stats-<pid>. nullptr with `error` set on failure.
+  static std::unique_ptr<StatsTable> Open(const StatsTableOptions& options, std::string* error);
+  ~StatsTable();
+  StatsTable(const StatsTable&) = delete;
+  StatsTable& operator=(const StatsTable&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // Finds or claims the slot of `key`; kInvalid when the table is full (counted as dropped).
+  // Callers on hot paths resolve once per connection and collective and keep the handle.
+  uint32_t Resolve(const StatsKey& key);
+  void Record(uint32_t slot, uint64_t bytes, uint64_t latency_ns, Direction direction);
+  void Record(const StatsKey& key, uint64_t bytes, uint64_t latency_ns, Direction direction) {
+    Record(Resolve(key), bytes, latency_ns, direction);
+  }
+
+  // Per-task values. ResolveTask returns kInvalid when the task table is full.
+  uint32_t ResolveTask(std::string_view task);
+  void SetTaskSla(uint32_t task, std::optional<uint64_t> sla_ns, int level);
+  void SetTaskHeat(uint32_t task, double heat);
+  void AddSlaUnattainable(uint32_t task, uint64_t n = 1);
+  void AddFailover(uint32_t task, uint64_t events, uint64_t bytes_resent, uint64_t paused_ns);
+
+  struct Layout;  // the shared-memory format, defined in task_stats.cc
+
+ private:
+  StatsTable() = default;
+  std::string path_;
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  bool remove_on_close_ = true;
+  Layout* layout_ = nullptr;
+};
+
+// ---- reader side -----------------------------------------------------------
+
+struct DirectionSnapshot {
+  uint64_t bytes = 0;
+  uint64_t messages = 0;
+  uint64_t latency_sum_ns = 0;
+  uint64_t histogram[kLatencyBuckets] = {};
+};
+
+struct SlotSnapshot {
+  std::string task;
+  Collective collective = Collective::kUnknown;
+  std::string peer;
+  uint32_t path_id = 0;
+  DirectionSnapshot send, recv;
+};
+
+struct TaskSnapshot {
+  std::string task;
+  std::optional<uint64_t> sla_ns;
+  int level = 0;
+  double heat = 0;
+  uint64_t sla_unattainable = 0;
+  uint64_t failover_events = 0;
+  uint64_t failover_bytes_resent = 0;
+  uint64_t failover_paused_ns = 0;
+};
+
+struct StatsSnapshot {
+  std::string path;
+  int64_t pid = 0;
+  bool alive = false;
+  uint64_t dropped = 0;  // records lost because the slot table was full
+  std::vector<SlotSnapshot> slots;
+  std::vector<TaskSnapshot> tasks;
+};
+
+// Reads one statistics file. nullopt with `error` set when it is missing or not a stats file.
+std::optional<StatsSnapshot> ReadStatsFile(const std::string& path, std::string* error);
+
+// Path of process `pid`'s file in `dir`.
+std::string StatsFilePath(const std::string& dir, int64_t pid);
+
+// Every stats file in `dir` (sorted by pid) as {pid, path}.
+std::vector<std::pair<int64_t, std::string>> ListStatsFiles(const std::string& dir);
+
+// True when `pid` runs and is the same process that created the file (start time matches).
+bool StatsOwnerAlive(int64_t pid, uint64_t start_ticks);
+
+// Removes files whose owner is dead; returns the paths removed.
+std::vector<std::string> RemoveStaleStatsFiles(const std::string& dir);
+
+}  // namespace ff::sla

@@ -1,0 +1,95 @@
+#include "sla/stats_render.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace ff::sla {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<StatsSnapshot> Sample() {
+  StatsSnapshot p;
+  p.pid = 321;
+  p.alive = true;
+  p.path = "/dev/shm/flexiforce-stats-321";
+  SlotSnapshot s;
+  s.task = "job\"1";
+  s.collective = Collective::kAllReduce;
+  s.peer = "10.0.0.2:5000";
+  s.path_id = 1;
+  s.send.bytes = 3000;
+  s.send.messages = 3;
+  s.send.latency_sum_ns = 3500;
+  s.send.histogram[LatencyBucket(1000)] = 2;
+  s.send.histogram[LatencyBucket(1500)] = 1;
+  p.slots.push_back(s);
+  TaskSnapshot t;
+  t.task = "job\"1";
+  t.sla_ns = 50'000;
+  t.level = 2;
+  t.heat = 4.5;
+  t.failover_events = 1;
+  p.tasks.push_back(t);
+  return {p};
+}
+
+TEST(StatsRender, PrometheusFollowsTextExpositionFormat) {
+  const std::string text = RenderStatsPrometheus(Sample());
+  // Every line is a HELP/TYPE comment or `name{labels} value`.
+  const std::regex sample(R"(^[a-zA-Z_:][a-zA-Z0-9_:]*\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\} [-+0-9.eE]+|\+Inf$)");
+  const std::regex comment(R"(^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$)");
+  std::istringstream in(text);
+  std::string line;
+  std::set<std::string> typed;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      const std::string name = line.substr(7, line.find(' ', 7) - 7);
+      EXPECT_TRUE(typed.insert(name).second) << "family declared twice: " << name;
+    }
+    EXPECT_TRUE(std::regex_match(line, sample) || std::regex_match(line, comment)) << "bad line: " << line;
+  }
+  EXPECT_THAT(text, HasSubstr("flexiforce_bytes_total{pid=\"321\",task=\"job\\\"1\",collective=\"AllReduce\","
+                              "peer=\"10.0.0.2:5000\",path=\"1\",direction=\"send\"} 3000\n"));
+  // Cumulative histogram: 2 at <= 1024 ns, 3 at <= 2048 ns, +Inf equals the count.
+  EXPECT_THAT(text, HasSubstr("direction=\"send\",le=\"1.024e-06\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("direction=\"send\",le=\"2.048e-06\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("direction=\"send\",le=\"+Inf\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("flexiforce_message_latency_seconds_sum{"));
+  EXPECT_THAT(text, HasSubstr("flexiforce_task_sla_seconds{pid=\"321\",task=\"job\\\"1\"} 5e-05\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE flexiforce_message_latency_seconds histogram\n"));
+  // The receive direction carried nothing, so it has no samples.
+  EXPECT_EQ(text.find("direction=\"recv\""), std::string::npos);
+}
+
+TEST(StatsRender, JsonCarriesEveryCounter) {
+  const auto j = nlohmann::json::parse(RenderStatsJson(Sample()));
+  const auto& p = j.at("processes").at(0);
+  EXPECT_EQ(p.at("pid"), 321);
+  const auto& f = p.at("flows").at(0);
+  EXPECT_EQ(f.at("collective"), "AllReduce");
+  EXPECT_EQ(f.at("send").at("bytes"), 3000);
+  EXPECT_EQ(f.at("send").at("latency_histogram").size(), 2u);
+  EXPECT_EQ(f.at("send").at("latency_histogram").at(0).at("le_ns"), 1024);
+  EXPECT_EQ(p.at("tasks").at(0).at("sla_ns"), 50000);
+  EXPECT_EQ(p.at("tasks").at(0).at("failover").at("events"), 1);
+}
+
+TEST(StatsRender, LabelEscaping) {
+  EXPECT_EQ(EscapePrometheusLabel("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+}
+
+TEST(StatsRender, TextNamesProcessAndFlows) {
+  const std::string text = RenderStatsText(Sample());
+  EXPECT_THAT(text, HasSubstr("pid 321"));
+  EXPECT_THAT(text, HasSubstr("AllReduce"));
+  EXPECT_THAT(RenderStatsText({}), HasSubstr("no FlexiForce statistics"));
+}
+
+}  // namespace
+}  // namespace ff::sla
