@@ -117,6 +117,7 @@ bool KShortestPaths::SpurSearch(uint32_t spur, uint32_t dst, Path* out) {
     out->links.push_back(l);
     v = topo_.link(l).Other(v);
   }
+  out->nodes.push_back(spur);
   std::reverse(out->nodes.begin() + base_nodes, out->nodes.end());
   std::reverse(out->links.begin() + base_links, out->links.end());
   return true;
