@@ -30,6 +30,8 @@ constexpr uint32_t kProtoSimpleBit = 1u << 2;
 }  // namespace
 
 PluginTransport::PluginTransport(const std::string& plugin_path, int dev, AbortContext& ctx) : ctx_(ctx), dev_(dev) {
+  // Only loads the library: NCCL calls init() before any other entry point, and init needs
+  // the communicator id that the rendezvous provides.
   try {
     lib_ = std::make_unique<ff::testing::PluginLibrary>(plugin_path);
     net_ = lib_->V11();
@@ -37,21 +39,6 @@ PluginTransport::PluginTransport(const std::string& plugin_path, int dev, AbortC
     throw DriverError(ctx_.Prefix() + "cannot load plugin '" + plugin_path + "': " + e.what() +
                       " (build target nccl-net-flexiforce or pass --plugin PATH)");
   }
-  int ndev = 0;
-  Require(net_->devices(&ndev), "devices");
-  if (ndev <= 0) throw DriverError(ctx_.Prefix() + "plugin reports no network device");
-  if (dev < 0 || dev >= ndev) {
-    throw DriverError(ctx_.Prefix() + "--dev " + std::to_string(dev) + " out of range: plugin has " +
-                      std::to_string(ndev) + " device(s), 0.." + std::to_string(ndev - 1));
-  }
-  ncclNetProperties_v11_t props{};
-  Require(net_->getProperties(dev, &props), "getProperties");
-  if ((props.ptrSupport & NCCL_PTR_HOST) == 0) {
-    throw DriverError(ctx_.Prefix() + "plugin device " + std::to_string(dev) + " does not support host memory");
-  }
-  describe_ = std::string("plugin ") + (net_->name ? net_->name : "?") + " dev " + std::to_string(dev) + " (" +
-              (props.name ? props.name : "?") + ", " + std::to_string(props.speed) + " Mbps, of " +
-              std::to_string(ndev) + ")";
 }
 
 PluginTransport::~PluginTransport() {
@@ -64,6 +51,24 @@ void PluginTransport::Require(ncclResult_t rc, const std::string& call) const {
   if (rc != ncclSuccess) {
     throw DriverError("plugin " + call + "() returned " + ResultName(rc) + " (" + std::to_string(rc) + ")");
   }
+}
+
+void PluginTransport::SelectDevice() {
+  int ndev = 0;
+  Require(net_->devices(&ndev), "devices");
+  if (ndev <= 0) throw DriverError("plugin reports no network device");
+  if (dev_ < 0 || dev_ >= ndev) {
+    throw DriverError("--dev " + std::to_string(dev_) + " out of range: plugin has " +
+                      std::to_string(ndev) + " device(s), 0.." + std::to_string(ndev - 1));
+  }
+  ncclNetProperties_v11_t props{};
+  Require(net_->getProperties(dev_, &props), "getProperties");
+  if ((props.ptrSupport & NCCL_PTR_HOST) == 0) {
+    throw DriverError("plugin device " + std::to_string(dev_) + " does not support host memory");
+  }
+  describe_ = std::string("plugin ") + (net_->name ? net_->name : "?") + " dev " + std::to_string(dev_) + " (" +
+              (props.name ? props.name : "?") + ", " + std::to_string(props.speed) + " Mbps, of " +
+              std::to_string(ndev) + ")";
 }
 
 std::string PluginTransport::Describe() const { return describe_; }
@@ -81,6 +86,7 @@ void PluginTransport::Connect(Rendezvous& rdv, int rank, int nranks) {
   config.trafficClass = FF_NCCL_NET_TRAFFIC_CLASS_UNDEF;
   try {
     Require(net_->init(&net_ctx_, comm_id, &config, ff::testing::StderrLogger, nullptr), "init");
+    SelectDevice();
     char handle[FF_NCCL_NET_HANDLE_MAXSIZE] = {};
     Require(net_->listen(net_ctx_, dev_, handle, &listen_comm_), "listen");
     auto handles = rdv.AllGather("plugin-handles", std::string(handle, sizeof handle));

@@ -12,7 +12,7 @@ namespace ff::collective {
 
 class PluginTransport : public RingTransport {
  public:
-  // Loads the plugin and calls init/devices/getProperties; `dev` selects the device.
+  // Loads the plugin; Connect() calls init/devices/getProperties; `dev` selects the device.
   PluginTransport(const std::string& plugin_path, int dev, AbortContext& ctx);
   ~PluginTransport() override;
 
@@ -26,6 +26,8 @@ class PluginTransport : public RingTransport {
   void Close() override;
 
  private:
+  // devices() and getProperties(): checks `dev_` and host-memory support, fills describe_.
+  void SelectDevice();
   // Throws DriverError "plugin <call> returned <name> (<code>)" unless rc is ncclSuccess.
   void Require(ncclResult_t rc, const std::string& call) const;
 
