@@ -1,0 +1,177 @@
+// Knob table and parsing; every FLEXIFORCE_* variable is declared here and nowhere else.
+#include "plugin/config_registry.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "plugin/logging.h"
+
+namespace ff {
+namespace {
+
+constexpr int64_t kKiB = 1024;
+constexpr int64_t kMiB = 1024 * kKiB;
+constexpr int64_t kGiB = 1024 * kMiB;
+
+const std::vector<KnobSpec> kSpecs = {
+    {"FLEXIFORCE_PATHS", KnobType::kInt, "2", 1, 16,
+     "paths (TCP connections) per communicator; large messages are striped over them and a failed path's "
+     "traffic moves to the others"},
+    {"FLEXIFORCE_CHUNK_SIZE", KnobType::kBytes, "512K", 4 * kKiB, 64 * kMiB,
+     "bytes per striped chunk (suffixes K, M, G)"},
+    {"FLEXIFORCE_STRIPE_MIN", KnobType::kBytes, "256K", 0, 1 * kGiB,
+     "messages smaller than this travel on one path instead of being striped"},
+    {"FLEXIFORCE_SPREAD_NICS", KnobType::kBool, "1", 0, 1,
+     "spread a communicator's paths over every selected local and remote interface (1) or keep them on "
+     "the device's own interface (0)"},
+    {"FLEXIFORCE_SOCKET_BUFFER", KnobType::kBytes, "0", 0, 1 * kGiB,
+     "SO_SNDBUF/SO_RCVBUF per path; 0 keeps the kernel's autotuning"},
+    {"FLEXIFORCE_CONNECT_TIMEOUT_MS", KnobType::kInt, "30000", 100, 3600000,
+     "how long connect/accept keep trying before reporting an error"},
+    {"FLEXIFORCE_PEER_TIMEOUT_MS", KnobType::kInt, "10000", 100, 3600000,
+     "a path whose peer stops acknowledging for this long is declared dead (TCP_USER_TIMEOUT); bounds the "
+     "time to report a silently dead peer"},
+    {"FLEXIFORCE_QUEUED_CHUNKS", KnobType::kInt, "2", 1, 64,
+     "chunks queued per path ahead of the socket; more hides latency, fewer balances paths better"},
+    {"FLEXIFORCE_TRAFFIC_CLASS", KnobType::kInt, "-1", -1, 255,
+     "IP TOS byte for every path (-1: derive from the SLA level when steering, else leave unset); "
+     "a communicator's ncclConfig trafficClass wins over this"},
+    {"FLEXIFORCE_TOPOLOGY", KnobType::kString, "", 0, 0,
+     "fabric topology JSON for the path oracle; empty: derive a graph from the interfaces"},
+    {"NCCL_SOCKET_IFNAME", KnobType::kString, "", 0, 0,
+     "NCCL's interface selection: comma-separated prefixes, '^' excludes, '=' matches exactly"},
+    {"NCCL_SOCKET_FAMILY", KnobType::kString, "", 0, 0, "AF_INET or AF_INET6 to restrict the address family"},
+};
+
+bool ParseBytes(const std::string& text, int64_t* out) {
+  if (text.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || v < 0) return false;
+  int64_t mult = 1;
+  std::string suffix(end);
+  if (suffix == "" || suffix == "B") {
+    mult = 1;
+  } else if (suffix == "K" || suffix == "k" || suffix == "KiB") {
+    mult = kKiB;
+  } else if (suffix == "M" || suffix == "m" || suffix == "MiB") {
+    mult = kMiB;
+  } else if (suffix == "G" || suffix == "g" || suffix == "GiB") {
+    mult = kGiB;
+  } else {
+    return false;
+  }
+  if (v > INT64_MAX / mult) return false;
+  *out = v * mult;
+  return true;
+}
+
+}  // namespace
+
+const std::vector<KnobSpec>& ConfigRegistry::Specs() { return kSpecs; }
+
+bool ConfigRegistry::ParseValue(const KnobSpec& spec, const std::string& text, int64_t* number,
+                                std::string* error) {
+  switch (spec.type) {
+    case KnobType::kString:
+      *number = 0;
+      return true;
+    case KnobType::kBool:
+      if (text == "0" || text == "1") {
+        *number = text == "1";
+        return true;
+      }
+      *error = std::string(spec.name) + "='" + text + "' is not valid; accepted: 0 or 1";
+      return false;
+    case KnobType::kInt: {
+      errno = 0;
+      char* end = nullptr;
+      long long v = std::strtoll(text.c_str(), &end, 10);
+      if (errno != 0 || end == text.c_str() || *end != '\0' || v < spec.min || v > spec.max) {
+        *error = std::string(spec.name) + "='" + text + "' is not valid; accepted: an integer from " +
+                 std::to_string(spec.min) + " to " + std::to_string(spec.max);
+        return false;
+      }
+      *number = v;
+      return true;
+    }
+    case KnobType::kBytes: {
+      int64_t v = 0;
+      if (!ParseBytes(text, &v) || v < spec.min || v > spec.max) {
+        *error = std::string(spec.name) + "='" + text + "' is not valid; accepted: bytes from " +
+                 std::to_string(spec.min) + " to " + std::to_string(spec.max) +
+                 ", optionally with a K, M or G suffix";
+        return false;
+      }
+      *number = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<KnobValue> ConfigRegistry::Resolve(const EnvLookup& env) {
+  std::vector<KnobValue> out;
+  out.reserve(kSpecs.size());
+  for (const auto& spec : kSpecs) {
+    KnobValue v{&spec, spec.default_value};
+    std::string err;
+    ParseValue(spec, spec.default_value, &v.number, &err);
+    const char* raw = env(spec.name);
+    if (raw != nullptr && raw[0] != '\0') {
+      int64_t n = 0;
+      if (ParseValue(spec, raw, &n, &err)) {
+        v.text = raw;
+        v.number = n;
+        v.from_env = true;
+      } else {
+        v.error = err + "; using the default " + (spec.default_value[0] ? spec.default_value : "(empty)");
+      }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
+  auto num = [&](const char* name) -> int64_t {
+    for (const auto& v : values)
+      if (!std::strcmp(v.spec->name, name)) return v.number;
+    return 0;
+  };
+  auto str = [&](const char* name) -> std::string {
+    for (const auto& v : values)
+      if (!std::strcmp(v.spec->name, name)) return v.text;
+    return {};
+  };
+  Config c;
+  c.paths_per_connection = static_cast<int>(num("FLEXIFORCE_PATHS"));
+  c.chunk_bytes = num("FLEXIFORCE_CHUNK_SIZE");
+  c.stripe_min_bytes = num("FLEXIFORCE_STRIPE_MIN");
+  c.spread_nics = num("FLEXIFORCE_SPREAD_NICS") != 0;
+  c.socket_buffer_bytes = num("FLEXIFORCE_SOCKET_BUFFER");
+  c.connect_timeout_ms = static_cast<int>(num("FLEXIFORCE_CONNECT_TIMEOUT_MS"));
+  c.peer_timeout_ms = static_cast<int>(num("FLEXIFORCE_PEER_TIMEOUT_MS"));
+  c.max_queued_chunks = static_cast<int>(num("FLEXIFORCE_QUEUED_CHUNKS"));
+  c.traffic_class = static_cast<int>(num("FLEXIFORCE_TRAFFIC_CLASS"));
+  c.topology_file = str("FLEXIFORCE_TOPOLOGY");
+  c.socket_ifname = str("NCCL_SOCKET_IFNAME");
+  c.socket_family = str("NCCL_SOCKET_FAMILY");
+  return c;
+}
+
+const Config& ConfigRegistry::Get() {
+  static const Config config = [] {
+    auto values = Resolve([](const char* n) { return std::getenv(n); });
+    for (const auto& v : values) {
+      if (!v.error.empty()) FF_WARN("%s", v.error.c_str());
+    }
+    return ToConfig(values);
+  }();
+  return config;
+}
+
+}  // namespace ff

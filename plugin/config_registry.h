@@ -1,0 +1,64 @@
+// The one registry of FlexiForce's configuration knobs: name, type, default, range and meaning.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ff {
+
+enum class KnobType { kInt, kBytes, kBool, kString };
+
+struct KnobSpec {
+  const char* name;
+  KnobType type;
+  const char* default_value;
+  int64_t min;  // inclusive bounds for numeric knobs
+  int64_t max;
+  const char* doc;
+};
+
+// A knob's resolved value and where it came from.
+struct KnobValue {
+  const KnobSpec* spec;
+  std::string text;      // effective value as text
+  int64_t number = 0;    // effective value for numeric/bool knobs
+  bool from_env = false; // set (validly) in the environment
+  std::string error;     // non-empty when the environment held a bad value (default used)
+};
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Typed view of every knob, read once.
+struct Config {
+  int paths_per_connection;
+  int64_t chunk_bytes;
+  int64_t stripe_min_bytes;
+  bool spread_nics;
+  int64_t socket_buffer_bytes;
+  int connect_timeout_ms;
+  int peer_timeout_ms;
+  int max_queued_chunks;
+  int traffic_class;
+  std::string topology_file;
+  std::string socket_ifname;  // NCCL_SOCKET_IFNAME
+  std::string socket_family;  // NCCL_SOCKET_FAMILY
+};
+
+class ConfigRegistry {
+ public:
+  static const std::vector<KnobSpec>& Specs();
+
+  // Resolves every knob from `env`; bad values keep their default and carry an error.
+  static std::vector<KnobValue> Resolve(const EnvLookup& env);
+  static Config ToConfig(const std::vector<KnobValue>& values);
+
+  // Parses one value the way Resolve does; returns false with `error` set when invalid.
+  static bool ParseValue(const KnobSpec& spec, const std::string& text, int64_t* number, std::string* error);
+
+  // Process-wide config from the real environment, resolved (and bad values logged) once.
+  static const Config& Get();
+};
+
+}  // namespace ff

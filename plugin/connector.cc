@@ -1,0 +1,193 @@
+// Connect state machine: per path connect -> options -> hello; retries refused connects until the timeout.
+#include "plugin/connector.h"
+
+#include <sys/random.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "plugin/listen_handle.h"
+#include "plugin/logging.h"
+#include "plugin/plugin_state.h"
+#include "tcp/interfaces.h"
+#include "tcp/tcp_stream.h"
+
+namespace ff {
+namespace {
+
+struct PathAttempt {
+  tcp::Socket socket;
+  sockaddr_storage local{};
+  sockaddr_storage remote{};
+  enum class Stage { kConnecting, kHello, kDone } stage = Stage::kConnecting;
+  FrameHeader hello{};
+  uint32_t sent = 0;
+};
+
+struct PendingConnect {
+  ListenHandle handle;
+  uint64_t conn_id = 0;
+  int tos = -1;
+  std::vector<PathAttempt> paths;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+// Pointers we stored into handles; anything else found there is not trusted.
+std::mutex g_mu;
+std::set<PendingConnect*> g_live;
+
+PendingConnect* LoadState(void* handle) {
+  PendingConnect* p = nullptr;
+  std::memcpy(&p, static_cast<char*>(handle) + kConnectStateOffset, sizeof(p));
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_live.count(p) ? p : nullptr;
+}
+
+void StoreState(void* handle, PendingConnect* p) {
+  std::memcpy(static_cast<char*>(handle) + kConnectStateOffset, &p, sizeof(p));
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (p) g_live.insert(p);
+}
+
+void Forget(void* handle, PendingConnect* p) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_live.erase(p);
+  }
+  PendingConnect* null = nullptr;
+  std::memcpy(static_cast<char*>(handle) + kConnectStateOffset, &null, sizeof(null));
+  delete p;
+}
+
+Status StartPath(PathAttempt& a, int tos) {
+  Status s = tcp::StartConnect(a.remote, &a.local, 0, 0, &a.socket);
+  (void)tos;
+  return s;
+}
+
+}  // namespace
+
+Status ConnectStep(NetContext* ctx, int dev, void* handle, std::unique_ptr<SendComm>* out) {
+  out->reset();
+  PluginState& st = PluginState::Get();
+  const Config& cfg = st.config();
+  if (handle == nullptr) return InvalidArgument("connect handle is NULL");
+  if (dev < 0 || dev >= static_cast<int>(st.devices().size()))
+    return InvalidArgument("connect on device " + std::to_string(dev) + "; accepted 0 to " +
+                           std::to_string(st.devices().size() - 1));
+  PendingConnect* pc = LoadState(handle);
+  if (pc == nullptr) {
+    auto fresh = std::make_unique<PendingConnect>();
+    Status ds = DecodeHandle(handle, &fresh->handle);
+    if (!ds.ok()) return ds;
+    if (getrandom(&fresh->conn_id, sizeof(fresh->conn_id), 0) != sizeof(fresh->conn_id))
+      return SystemError(ErrnoMessage("getrandom", errno));
+    fresh->deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.connect_timeout_ms);
+    int tc = ctx->traffic_class != FF_NCCL_NET_TRAFFIC_CLASS_UNDEF ? ctx->traffic_class : cfg.traffic_class;
+    fresh->tos = tc;
+    std::vector<int> order = st.PathOrder(dev);
+    const int npaths = cfg.paths_per_connection;
+    for (int i = 0; i < npaths; ++i) {
+      PathAttempt a;
+      a.remote = fresh->handle.addrs[i % fresh->handle.addrs.size()];
+      // Pair the i-th local interface with the i-th remote address; fall back to one of the same family.
+      int local = order[i % order.size()];
+      if (st.devices()[local].addr.ss_family != a.remote.ss_family) local = dev;
+      a.local = st.devices()[local].addr;
+      if (a.local.ss_family != a.remote.ss_family) a.remote = fresh->handle.addrs[0];
+      FrameHeader& h = a.hello;
+      h.type = static_cast<uint8_t>(FrameType::kHello);
+      h.path = static_cast<uint16_t>(i);
+      h.tag = i;
+      h.seq = fresh->conn_id;
+      h.offset = fresh->handle.secret;
+      h.total = static_cast<uint64_t>(npaths);
+      h.task_hash = static_cast<uint64_t>(cfg.chunk_bytes);
+      SealHeader(&h);
+      Status s = StartPath(a, tc);
+      if (!s.ok()) return s;
+      fresh->paths.push_back(std::move(a));
+    }
+    pc = fresh.release();
+    StoreState(handle, pc);
+  }
+
+  bool all_done = true;
+  for (auto& a : pc->paths) {
+    if (a.stage == PathAttempt::Stage::kConnecting) {
+      int err = 0;
+      tcp::ConnectProgress cp = tcp::PollConnect(a.socket.fd(), &err);
+      if (cp == tcp::ConnectProgress::kFailed) {
+        if ((err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH) &&
+            std::chrono::steady_clock::now() < pc->deadline) {
+          a.socket.reset();
+          Status s = StartPath(a, pc->tos);  // the listener may not be up yet; try again
+          if (!s.ok()) {
+            Forget(handle, pc);
+            return s;
+          }
+          all_done = false;
+          continue;
+        }
+        Status s = RemoteError(ErrnoMessage("connect to " + tcp::PeerToString(a.remote), err));
+        Forget(handle, pc);
+        return s;
+      }
+      if (cp == tcp::ConnectProgress::kPending) {
+        if (std::chrono::steady_clock::now() > pc->deadline) {
+          Status s = RemoteError("connect to " + tcp::PeerToString(a.remote) + " timed out after " +
+                                 std::to_string(cfg.connect_timeout_ms) + " ms (FLEXIFORCE_CONNECT_TIMEOUT_MS)");
+          Forget(handle, pc);
+          return s;
+        }
+        all_done = false;
+        continue;
+      }
+      tcp::PathSocketOptions o;
+      o.tos = pc->tos;
+      o.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
+      o.user_timeout_ms = cfg.peer_timeout_ms;
+      Status s = tcp::ApplyPathOptions(a.socket.fd(), a.remote.ss_family, o);
+      if (!s.ok()) {
+        Forget(handle, pc);
+        return s;
+      }
+      a.stage = PathAttempt::Stage::kHello;
+    }
+    if (a.stage == PathAttempt::Stage::kHello) {
+      iovec iov{reinterpret_cast<char*>(&a.hello) + a.sent, sizeof(FrameHeader) - a.sent};
+      ssize_t w = tcp::SendSome(a.socket.fd(), &iov, 1);
+      if (w < 0) {
+        Status s = RemoteError(ErrnoMessage("hello to " + tcp::PeerToString(a.remote), errno));
+        Forget(handle, pc);
+        return s;
+      }
+      a.sent += static_cast<uint32_t>(w);
+      if (a.sent == sizeof(FrameHeader)) a.stage = PathAttempt::Stage::kDone;
+    }
+    all_done &= a.stage == PathAttempt::Stage::kDone;
+  }
+  if (!all_done) return Status::Ok();
+
+  std::vector<std::unique_ptr<StreamPath>> paths;
+  for (size_t i = 0; i < pc->paths.size(); ++i) {
+    auto& a = pc->paths[i];
+    std::string desc = tcp::AddressToString(a.local) + ":" + std::to_string(tcp::LocalPort(a.socket.fd())) + "->" +
+                       tcp::PeerToString(a.remote);
+    paths.push_back(
+        std::make_unique<StreamPath>(static_cast<int>(i), std::make_unique<tcp::TcpStream>(std::move(a.socket), desc)));
+  }
+  CommOptions opts;
+  opts.chunk_bytes = static_cast<uint64_t>(cfg.chunk_bytes);
+  opts.stripe_min_bytes = static_cast<uint64_t>(cfg.stripe_min_bytes);
+  opts.max_queued_chunks = cfg.max_queued_chunks;
+  std::string peer = tcp::PeerToString(pc->handle.addrs[0]);
+  *out = std::make_unique<SendComm>(std::move(paths), opts, peer);
+  FF_INFO(NCCL_NET, "connected to %s with %zu path(s)", peer.c_str(), pc->paths.size());
+  Forget(handle, pc);
+  return Status::Ok();
+}
+
+}  // namespace ff

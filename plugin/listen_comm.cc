@@ -1,0 +1,144 @@
+// Listen and accept: hello validation, secret check, grouping paths by connection id.
+#include "plugin/listen_comm.h"
+
+#include <sys/random.h>
+
+#include <cstring>
+
+#include "plugin/listen_handle.h"
+#include "plugin/logging.h"
+#include "plugin/plugin_state.h"
+#include "tcp/interfaces.h"
+#include "tcp/tcp_stream.h"
+
+namespace ff {
+
+Status ListenComm::Create(NetContext* ctx, int dev, void* handle, std::unique_ptr<ListenComm>* out) {
+  PluginState& st = PluginState::Get();
+  if (dev < 0 || dev >= static_cast<int>(st.devices().size()))
+    return InvalidArgument("listen on device " + std::to_string(dev) + "; accepted 0 to " +
+                           std::to_string(st.devices().size() - 1));
+  if (handle == nullptr) return InvalidArgument("listen handle buffer is NULL");
+  auto lc = std::make_unique<ListenComm>();
+  lc->ctx_ = ctx;
+  if (getrandom(&lc->secret_, sizeof(lc->secret_), 0) != sizeof(lc->secret_))
+    return SystemError(ErrnoMessage("getrandom", errno));
+  ListenHandle h;
+  h.secret = lc->secret_;
+  for (int d : st.PathOrder(dev)) {
+    if (h.addrs.size() == kMaxHandleAddrs) break;
+    tcp::Socket s;
+    uint16_t port = 0;
+    Status ls = tcp::Listen(st.devices()[d].addr, &s, &port);
+    if (!ls.ok()) {
+      if (d == dev) return ls;
+      FF_WARN("cannot listen on %s: %s", st.devices()[d].name.c_str(), ls.message().c_str());
+      continue;
+    }
+    sockaddr_storage a = st.devices()[d].addr;
+    if (a.ss_family == AF_INET)
+      reinterpret_cast<sockaddr_in*>(&a)->sin_port = htons(port);
+    else
+      reinterpret_cast<sockaddr_in6*>(&a)->sin6_port = htons(port);
+    h.addrs.push_back(a);
+    lc->listeners_.push_back(std::move(s));
+  }
+  Status es = EncodeHandle(h, handle);
+  if (!es.ok()) return es;
+  *out = std::move(lc);
+  return Status::Ok();
+}
+
+void ListenComm::Reject(Pending& p, const std::string& why) {
+  ++rejected_;
+  FF_WARN("rejected connection from %s: %s", tcp::PeerToString(p.peer).c_str(), why.c_str());
+  p.socket.reset();
+}
+
+Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
+  out->reset();
+  const auto now = std::chrono::steady_clock::now();
+  const auto timeout = std::chrono::milliseconds(PluginState::Get().config().peer_timeout_ms);
+  for (auto& l : listeners_) {
+    for (;;) {
+      Pending p;
+      Status s = tcp::AcceptOne(l.fd(), &p.socket, &p.peer);
+      if (!s.ok()) return s;
+      if (!p.socket.valid()) break;
+      p.deadline = now + timeout;
+      pending_.push_back(std::move(p));
+    }
+  }
+  for (auto& p : pending_) {
+    if (!p.socket.valid()) continue;
+    while (p.got < sizeof(FrameHeader)) {
+      ssize_t r = tcp::RecvSome(p.socket.fd(), reinterpret_cast<char*>(&p.hello) + p.got, sizeof(FrameHeader) - p.got);
+      if (r > 0) {
+        p.got += static_cast<uint32_t>(r);
+        continue;
+      }
+      if (r == 0) {
+        if (now > p.deadline) Reject(p, "no hello within FLEXIFORCE_PEER_TIMEOUT_MS");
+      } else {
+        Reject(p, r == -2 ? "closed before its hello" : ErrnoMessage("receive failed", errno));
+      }
+      break;
+    }
+    if (!p.socket.valid() || p.got < sizeof(FrameHeader)) continue;
+    std::string bad = ValidateHeader(p.hello);
+    if (bad.empty() && p.hello.type != static_cast<uint8_t>(FrameType::kHello)) bad = "first frame is not a hello";
+    if (!bad.empty()) {
+      Reject(p, "malformed hello (" + bad + ")");
+      continue;
+    }
+    if (p.hello.offset != secret_) {
+      Reject(p, "wrong secret: not a peer this listen handle was given to");
+      continue;
+    }
+    const int npaths = static_cast<int>(p.hello.total);
+    const int index = p.hello.tag;
+    if (npaths < 1 || npaths > 16 || index < 0 || index >= npaths) {
+      Reject(p, "hello with path " + std::to_string(index) + " of " + std::to_string(npaths));
+      continue;
+    }
+    Group& g = groups_[p.hello.seq];
+    if (g.npaths == 0) {
+      g.npaths = npaths;
+      g.streams.resize(npaths);
+      g.chunk_bytes = p.hello.task_hash;
+      g.sla_us = p.hello.sla_us;
+    }
+    if (g.npaths != npaths || g.streams[index] != nullptr || g.chunk_bytes < 4096 || g.chunk_bytes > (64u << 20)) {
+      Reject(p, "inconsistent hello for connection " + std::to_string(p.hello.seq));
+      continue;
+    }
+    std::string desc = tcp::PeerToString(p.peer);
+    g.streams[index] = std::make_unique<tcp::TcpStream>(std::move(p.socket), desc);
+    ++g.arrived;
+  }
+  std::erase_if(pending_, [](const Pending& p) { return !p.socket.valid(); });
+
+  for (auto it = groups_.begin(); it != groups_.end(); ++it) {
+    Group& g = it->second;
+    if (g.arrived != g.npaths) continue;
+    std::vector<std::unique_ptr<StreamPath>> paths;
+    for (int i = 0; i < g.npaths; ++i) {
+      const Config& cfg = PluginState::Get().config();
+      tcp::PathSocketOptions o;
+      o.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
+      o.user_timeout_ms = cfg.peer_timeout_ms;
+      tcp::ApplyPathOptions(g.streams[i]->fd(), AF_INET, o);
+      paths.push_back(std::make_unique<StreamPath>(i, std::move(g.streams[i])));
+    }
+    CommOptions opts;
+    opts.chunk_bytes = g.chunk_bytes;
+    std::string peer = paths[0]->stream().Describe();
+    *out = std::make_unique<RecvComm>(std::move(paths), opts, peer);
+    FF_INFO(NCCL_NET, "accepted connection from %s with %d path(s)", peer.c_str(), g.npaths);
+    groups_.erase(it);
+    break;
+  }
+  return Status::Ok();
+}
+
+}  // namespace ff

@@ -1,0 +1,29 @@
+// Codec for the <= 128-byte listen handle NCCL carries between ranks: secret plus every listen address.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "plugin/status.h"
+
+namespace ff {
+
+constexpr size_t kHandleBytes = 128;
+constexpr size_t kMaxHandleAddrs = 8;
+
+struct ListenHandle {
+  uint64_t secret = 0;
+  std::vector<sockaddr_storage> addrs;  // with ports; addrs[0] is the listening device's own
+};
+
+// Encodes into `out` (kHandleBytes). The bytes at kConnectStateOffset stay zero for connect()'s use.
+Status EncodeHandle(const ListenHandle& h, void* out);
+Status DecodeHandle(const void* in, ListenHandle* h);
+
+// connect() may be called again with the same handle; it keeps its progress pointer in the handle.
+constexpr size_t kConnectStateOffset = 16;
+
+}  // namespace ff

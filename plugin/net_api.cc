@@ -1,0 +1,248 @@
+// Entry-point logic: argument checks, object lookups, and dispatch to listen/connect/communicators.
+#include "plugin/net_api.h"
+
+#include <climits>
+#include <cstring>
+#include <memory>
+
+#include "plugin/connector.h"
+#include "plugin/listen_comm.h"
+#include "plugin/logging.h"
+#include "plugin/plugin_state.h"
+#include "plugin/recv_comm.h"
+#include "plugin/send_comm.h"
+
+namespace ff::net {
+namespace {
+
+// Wrapper objects NCCL holds; the magic catches a comm of the wrong kind or a stale pointer.
+struct SendHandle {
+  static constexpr uint32_t kMagic = 0x46465343;
+  uint32_t magic = kMagic;
+  std::unique_ptr<SendComm> comm;
+};
+struct RecvHandle {
+  static constexpr uint32_t kMagic = 0x46465243;
+  uint32_t magic = kMagic;
+  std::unique_ptr<RecvComm> comm;
+};
+struct MemoryRegion {
+  void* data;
+  size_t size;
+};
+
+Request g_flush_done{RequestKind::kFlush, nullptr};
+
+NetContext* ContextOf(void* ctx) {
+  if (ctx == nullptr) return &PluginState::Get().default_context();
+  auto* c = static_cast<NetContext*>(ctx);
+  return c->magic == NetContext::kMagic ? c : nullptr;
+}
+
+Status RequireInit() {
+  if (!PluginState::Get().initialized()) return InvalidUsage("the plugin was used before init()");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Init(ncclDebugLogger_t logger) { return PluginState::Get().Init(logger); }
+
+Status CreateContext(uint64_t comm_id, const ncclNetCommConfig_t* config, void** ctx) {
+  if (ctx == nullptr) return InvalidArgument("init: ctx pointer is NULL");
+  auto* c = new NetContext;
+  c->comm_id = comm_id;
+  if (config != nullptr) c->traffic_class = config->trafficClass;
+  std::memset(&c->attr, 0xff, sizeof(c->attr));
+  *ctx = c;
+  return Status::Ok();
+}
+
+Status Finalize(void* ctx) {
+  NetContext* c = static_cast<NetContext*>(ctx);
+  if (c == nullptr || c == &PluginState::Get().default_context()) return Status::Ok();
+  if (c->magic != NetContext::kMagic) return InvalidArgument("finalize: not a context returned by init");
+  c->magic = 0;
+  delete c;
+  return Status::Ok();
+}
+
+Status SetNetAttr(void* ctx, const ncclNetAttr_t* attr) {
+  NetContext* c = ContextOf(ctx);
+  if (c == nullptr) return InvalidArgument("setNetAttr: not a context returned by init");
+  if (attr == nullptr) return InvalidArgument("setNetAttr: attr is NULL");
+  c->attr = *attr;
+  return Status::Ok();
+}
+
+Status Devices(int* ndev) {
+  if (Status s = RequireInit(); !s.ok()) return s;
+  if (ndev == nullptr) return InvalidArgument("devices: ndev is NULL");
+  *ndev = static_cast<int>(PluginState::Get().devices().size());
+  return Status::Ok();
+}
+
+Status GetProperties(int dev, Properties* props) {
+  if (Status s = RequireInit(); !s.ok()) return s;
+  const auto& devs = PluginState::Get().devices();
+  if (dev < 0 || dev >= static_cast<int>(devs.size()))
+    return InvalidArgument("getProperties: device " + std::to_string(dev) + " out of range 0.." +
+                           std::to_string(devs.size() - 1));
+  const auto& d = devs[dev];
+  props->name = const_cast<char*>(d.name.c_str());
+  props->pci_path = d.pci_path.empty() ? nullptr : const_cast<char*>(d.pci_path.c_str());
+  uint64_t guid = 1469598103934665603ull;  // FNV of the name: stable across runs, distinct per interface
+  for (char ch : d.name) guid = (guid ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  props->guid = guid;
+  props->ptr_support = NCCL_PTR_HOST;
+  props->speed_mbps = d.speed_mbps;
+  props->latency_us = 0;
+  props->max_comms = 65536;
+  props->max_recvs = kMaxRecvs;
+  props->max_p2p_bytes = 1ull << 30;
+  props->max_coll_bytes = 1ull << 30;
+  return Status::Ok();
+}
+
+Status Listen(void* ctx, int dev, void* handle, void** listen_comm) {
+  if (Status s = RequireInit(); !s.ok()) return s;
+  NetContext* c = ContextOf(ctx);
+  if (c == nullptr) return InvalidArgument("listen: not a context returned by init");
+  std::unique_ptr<ListenComm> lc;
+  Status s = ListenComm::Create(c, dev, handle, &lc);
+  if (!s.ok()) return s;
+  *listen_comm = lc.release();
+  return Status::Ok();
+}
+
+Status Connect(void* ctx, int dev, const ncclNetCommConfig_t* config, void* handle, void** send_comm) {
+  if (Status s = RequireInit(); !s.ok()) return s;
+  *send_comm = nullptr;
+  NetContext* c = ContextOf(ctx);
+  if (c == nullptr) return InvalidArgument("connect: not a context returned by init");
+  NetContext local = *c;
+  if (config != nullptr) local.traffic_class = config->trafficClass;
+  std::unique_ptr<SendComm> comm;
+  Status s = ConnectStep(&local, dev, handle, &comm);
+  if (!s.ok() || !comm) return s;
+  auto* h = new SendHandle;
+  h->comm = std::move(comm);
+  *send_comm = h;
+  return Status::Ok();
+}
+
+Status Accept(void* listen_comm, void** recv_comm) {
+  *recv_comm = nullptr;
+  auto* lc = static_cast<ListenComm*>(listen_comm);
+  if (lc == nullptr || lc->magic != ListenComm::kMagic) return InvalidArgument("accept: not a listen comm");
+  std::unique_ptr<RecvComm> comm;
+  Status s = lc->Accept(&comm);
+  if (!s.ok() || !comm) return s;
+  auto* h = new RecvHandle;
+  h->comm = std::move(comm);
+  *recv_comm = h;
+  return Status::Ok();
+}
+
+Status RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if (comm == nullptr) return InvalidArgument("regMr: comm is NULL");
+  if (type != NCCL_PTR_HOST)
+    return InvalidArgument("regMr: memory type " + std::to_string(type) + " unsupported; accepted NCCL_PTR_HOST");
+  *mhandle = new MemoryRegion{data, size};
+  return Status::Ok();
+}
+
+Status DeregMr(void*, void* mhandle) {
+  delete static_cast<MemoryRegion*>(mhandle);
+  return Status::Ok();
+}
+
+Status Isend(void* send_comm, void* data, size_t size, int tag, void* phandle, void** request) {
+  auto* h = static_cast<SendHandle*>(send_comm);
+  if (h == nullptr || h->magic != SendHandle::kMagic) return InvalidArgument("isend: not a send comm");
+  SendRequest* r = nullptr;
+  Status s = h->comm->Isend(data, size, tag, phandle, &r);
+  *request = r;
+  return s;
+}
+
+Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void**, void** request) {
+  auto* h = static_cast<RecvHandle*>(recv_comm);
+  if (h == nullptr || h->magic != RecvHandle::kMagic) return InvalidArgument("irecv: not a receive comm");
+  if (n < 1 || n > kMaxRecvs || data == nullptr || sizes == nullptr || tags == nullptr)
+    return InvalidArgument("irecv: n=" + std::to_string(n) + " (accepted 1 to " + std::to_string(kMaxRecvs) +
+                           ") with non-NULL data, sizes and tags");
+  uint64_t s64[kMaxRecvs];
+  for (int i = 0; i < n; ++i) s64[i] = sizes[i];
+  RecvRequest* r = nullptr;
+  Status s = h->comm->Irecv(n, data, s64, tags, &r);
+  *request = r;
+  return s;
+}
+
+Status Iflush(void* recv_comm, int, void**, void** request) {
+  auto* h = static_cast<RecvHandle*>(recv_comm);
+  if (h == nullptr || h->magic != RecvHandle::kMagic) return InvalidArgument("iflush: not a receive comm");
+  // Host memory needs no flush: hand back a request that is already complete.
+  *request = &g_flush_done;
+  return Status::Ok();
+}
+
+Status Test(void* request, int* done, int* sizes) {
+  if (request == nullptr) return InvalidArgument("test: request is NULL");
+  auto* base = static_cast<Request*>(request);
+  switch (base->kind) {
+    case RequestKind::kFlush:
+      *done = 1;
+      return Status::Ok();
+    case RequestKind::kSend: {
+      auto* comm = static_cast<SendComm*>(base->comm);
+      uint64_t size = 0;
+      Status s = comm->Test(static_cast<SendRequest*>(base), done, &size);
+      if (s.ok() && *done && sizes) *sizes = static_cast<int>(std::min<uint64_t>(size, INT_MAX));
+      return s;
+    }
+    case RequestKind::kRecv: {
+      auto* r = static_cast<RecvRequest*>(base);
+      auto* comm = static_cast<RecvComm*>(base->comm);
+      const int n = r->n;
+      uint64_t s64[kMaxRecvs];
+      Status s = comm->Test(r, done, s64);
+      if (s.ok() && *done && sizes)
+        for (int i = 0; i < n; ++i) sizes[i] = static_cast<int>(std::min<uint64_t>(s64[i], INT_MAX));
+      return s;
+    }
+    case RequestKind::kFree:
+      return InvalidUsage("test: request already completed or never issued");
+  }
+  return InvalidUsage("test: unknown request");
+}
+
+Status CloseSend(void* send_comm) {
+  auto* h = static_cast<SendHandle*>(send_comm);
+  if (h == nullptr) return Status::Ok();
+  if (h->magic != SendHandle::kMagic) return InvalidArgument("closeSend: not a send comm");
+  h->magic = 0;
+  delete h;
+  return Status::Ok();
+}
+
+Status CloseRecv(void* recv_comm) {
+  auto* h = static_cast<RecvHandle*>(recv_comm);
+  if (h == nullptr) return Status::Ok();
+  if (h->magic != RecvHandle::kMagic) return InvalidArgument("closeRecv: not a receive comm");
+  h->magic = 0;
+  delete h;
+  return Status::Ok();
+}
+
+Status CloseListen(void* listen_comm) {
+  auto* lc = static_cast<ListenComm*>(listen_comm);
+  if (lc == nullptr) return Status::Ok();
+  if (lc->magic != ListenComm::kMagic) return InvalidArgument("closeListen: not a listen comm");
+  lc->magic = 0;
+  delete lc;
+  return Status::Ok();
+}
+
+}  // namespace ff::net

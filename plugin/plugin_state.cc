@@ -1,0 +1,58 @@
+// Device discovery at init, logged one line per device as NCCL's own transports do.
+#include "plugin/plugin_state.h"
+
+#include <mutex>
+
+#include "plugin/logging.h"
+
+namespace ff {
+
+PluginState& PluginState::Get() {
+  static PluginState state;
+  return state;
+}
+
+Status PluginState::Init(ncclDebugLogger_t logger) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (logger != nullptr) SetNcclLogger(logger);
+  if (initialized_) return Status::Ok();
+  config_ = &ConfigRegistry::Get();
+  if (!config_->socket_family.empty() && config_->socket_family != "AF_INET" &&
+      config_->socket_family != "AF_INET6") {
+    FF_WARN("NCCL_SOCKET_FAMILY='%s' is not valid; accepted: AF_INET or AF_INET6; using any family",
+            config_->socket_family.c_str());
+  }
+  std::string fam = config_->socket_family == "AF_INET" || config_->socket_family == "AF_INET6"
+                        ? config_->socket_family
+                        : std::string();
+  devices_ = tcp::SelectInterfaces(tcp::ListInterfaces(fam), config_->socket_ifname);
+  if (devices_.empty()) {
+    return SystemError("no usable network interface" +
+                       (config_->socket_ifname.empty() ? std::string()
+                                                       : " matches NCCL_SOCKET_IFNAME='" + config_->socket_ifname +
+                                                             "' (syntax: prefixes, ^ to exclude, = for exact names)"));
+  }
+  std::string list;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const auto& d = devices_[i];
+    FF_INFO(NCCL_INIT | NCCL_NET, "NET/FlexiForce : dev %zu: %s %s speed %d Mbps%s", i, d.name.c_str(),
+            tcp::AddressToString(d.addr).c_str(), d.speed_mbps, d.pci_path.empty() ? " (virtual)" : "");
+    list += (i ? " " : "") + std::to_string(i) + ":" + d.name;
+  }
+  FF_INFO(NCCL_INIT | NCCL_NET, "Using [%s], %d path(s) per connection, chunk %lld bytes", list.c_str(),
+          config_->paths_per_connection, static_cast<long long>(config_->chunk_bytes));
+  initialized_ = true;
+  return Status::Ok();
+}
+
+std::vector<int> PluginState::PathOrder(int dev) const {
+  std::vector<int> order{dev};
+  if (config_->spread_nics) {
+    for (int i = 0; i < static_cast<int>(devices_.size()); ++i)
+      if (i != dev) order.push_back(i);
+  }
+  return order;
+}
+
+}  // namespace ff

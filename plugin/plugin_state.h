@@ -1,0 +1,45 @@
+// Process-wide plugin state: the selected devices, the config, and per-communicator contexts (net v11+).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plugin/config_registry.h"
+#include "plugin/nccl_net_abi.h"
+#include "plugin/status.h"
+#include "tcp/interfaces.h"
+
+namespace ff {
+
+// Per-NCCL-communicator settings from init (v11+) or the defaults (older tables).
+struct NetContext {
+  static constexpr uint32_t kMagic = 0x46464354;
+  uint32_t magic = kMagic;
+  uint64_t comm_id = 0;
+  int traffic_class = FF_NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  ncclNetAttr_t attr{};  // last setNetAttr
+};
+
+class PluginState {
+ public:
+  static PluginState& Get();
+
+  // Discovers devices once; later calls only refresh the logger.
+  Status Init(ncclDebugLogger_t logger);
+  bool initialized() const { return initialized_; }
+  const std::vector<tcp::NetInterface>& devices() const { return devices_; }
+  const Config& config() const { return *config_; }
+  NetContext& default_context() { return default_context_; }
+
+  // Local interfaces a connection from `dev` uses, the device's own first.
+  std::vector<int> PathOrder(int dev) const;
+
+ private:
+  bool initialized_ = false;
+  const Config* config_ = nullptr;
+  std::vector<tcp::NetInterface> devices_;
+  NetContext default_context_;
+};
+
+}  // namespace ff

@@ -1,0 +1,178 @@
+// Receive path: tag matching within grouped receives, bounds checks, duplicate suppression, cumulative acks.
+#include "plugin/recv_comm.h"
+
+#include "plugin/logging.h"
+
+namespace ff {
+
+Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out) {
+  *out = nullptr;
+  if (!error_.ok()) return error_;
+  if (n < 1 || n > kMaxRecvs)
+    return InvalidArgument("irecv of " + std::to_string(n) + " buffers; accepted 1 to " + std::to_string(kMaxRecvs));
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] > 0 && data[i] == nullptr)
+      return InvalidArgument("irecv buffer " + std::to_string(i) + " is NULL with size " + std::to_string(sizes[i]));
+    for (int j = 0; j < i; ++j)
+      if (tags[i] == tags[j] && n > 1)
+        return InvalidUsage("grouped irecv with duplicate tag " + std::to_string(tags[i]));
+  }
+  if (alive_paths() == 0) return RemoteError("no path left to " + peer_);
+  if (gate_.paused() || active_count_ == kMaxRequests) return Status::Ok();
+  RecvRequest* r = pool_.Acquire(RequestKind::kRecv, this);
+  if (r == nullptr) return Status::Ok();
+  r->n = n;
+  r->seq_base = next_post_seq_;
+  next_post_seq_ += static_cast<uint64_t>(n);
+  for (int i = 0; i < n; ++i) {
+    RecvEntry& e = r->entries[i];
+    e.data = static_cast<char*>(data[i]);
+    e.capacity = sizes[i];
+    e.tag = tags[i];
+  }
+  active_[active_count_++] = r;
+  *out = r;
+  (void)Progress();  // a failure here is sticky and reported by test()
+  return Status::Ok();
+}
+
+RecvEntry* RecvComm::FindEntry(const FrameHeader& h, RecvRequest** req) {
+  for (int i = 0; i < active_count_; ++i) {
+    RecvRequest* r = active_[i];
+    if (h.seq < r->seq_base || h.seq >= r->seq_base + static_cast<uint64_t>(r->n)) continue;
+    *req = r;
+    for (int k = 0; k < r->n; ++k) {
+      RecvEntry& e = r->entries[k];
+      if (e.bound && e.seq == h.seq) return &e;
+    }
+    // First frame of this message: bind it to the buffer posted with its tag (any tag for n == 1).
+    for (int k = 0; k < r->n; ++k) {
+      RecvEntry& e = r->entries[k];
+      if (!e.bound && (r->n == 1 || e.tag == h.tag)) {
+        e.bound = true;
+        e.seq = h.seq;
+        return &e;
+      }
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+HeaderVerdict RecvComm::OnHeader(StreamPath& path, const FrameHeader& h, char** dest) {
+  *dest = nullptr;
+  const int pi = path.index();
+  path_entry_[pi] = nullptr;
+  if (h.type != static_cast<uint8_t>(FrameType::kData)) {
+    reject_reason_ = "unexpected frame type " + std::to_string(h.type) + " on a receive connection";
+    return HeaderVerdict::kReject;
+  }
+  if (h.seq < cum_done_ || (h.seq < cum_done_ + kDoneWindow && done_bits_[h.seq % kDoneWindow]))
+    return HeaderVerdict::kAccept;  // a re-sent copy of a message already complete: discard
+  if (h.seq >= next_post_seq_) return HeaderVerdict::kStall;  // its buffer is not posted yet
+  RecvRequest* req = nullptr;
+  RecvEntry* e = FindEntry(h, &req);
+  if (e == nullptr) {
+    reject_reason_ = "message " + std::to_string(h.seq) + " with tag " + std::to_string(h.tag) +
+                     " matches no buffer of the posted grouped receive";
+    SendControl(FrameType::kAbort, h.seq, static_cast<int32_t>(AbortReason::kProtocolError));
+    return HeaderVerdict::kReject;
+  }
+  if (!e->size_known) {
+    if (h.total > e->capacity) {
+      reject_reason_ = "message " + std::to_string(h.seq) + " (tag " + std::to_string(h.tag) + ") has " +
+                       std::to_string(h.total) + " bytes but the posted receive buffer holds " +
+                       std::to_string(e->capacity);
+      SendControl(FrameType::kAbort, h.seq, static_cast<int32_t>(AbortReason::kMessageTooLarge));
+      return HeaderVerdict::kReject;
+    }
+    e->size_known = true;
+    e->total = h.total;
+    e->chunk = ChunkBytesFor(h.total, opts_.chunk_bytes);
+  } else if (h.total != e->total) {
+    reject_reason_ = "message " + std::to_string(h.seq) + " changed size from " + std::to_string(e->total) +
+                     " to " + std::to_string(h.total);
+    return HeaderVerdict::kReject;
+  }
+  uint64_t idx = h.offset / e->chunk;
+  if (h.offset % e->chunk != 0 || idx >= kChunkBitmapBits || (h.length != std::min(e->chunk, h.total - h.offset) &&
+                                                              h.total != 0)) {
+    reject_reason_ = "frame at offset " + std::to_string(h.offset) + " is not aligned to the " +
+                     std::to_string(e->chunk) + "-byte chunks of message " + std::to_string(h.seq);
+    return HeaderVerdict::kReject;
+  }
+  path_req_[pi] = req;
+  if (e->chunks_seen[idx / 64] & (uint64_t{1} << (idx % 64))) return HeaderVerdict::kAccept;  // duplicate chunk
+  path_entry_[pi] = e;
+  *dest = e->data + h.offset;
+  return HeaderVerdict::kAccept;
+}
+
+void RecvComm::OnFrameComplete(StreamPath& path, const FrameHeader& h) {
+  RecvEntry* e = path_entry_[path.index()];
+  if (e == nullptr) return;  // discarded duplicate
+  path_entry_[path.index()] = nullptr;
+  uint64_t idx = h.offset / e->chunk;
+  e->chunks_seen[idx / 64] |= uint64_t{1} << (idx % 64);
+  e->received += h.length;
+  if (e->received < e->total || e->done) return;
+  e->done = true;
+  RecvRequest* r = path_req_[path.index()];
+  ++r->done_count;
+  done_bits_[h.seq % kDoneWindow] = true;
+  while (done_bits_[cum_done_ % kDoneWindow]) {
+    done_bits_[cum_done_ % kDoneWindow] = false;
+    ++cum_done_;
+  }
+  if (r->done_count == r->n) {
+    for (int i = 0; i < active_count_; ++i) {
+      if (active_[i] == r) {
+        active_[i] = active_[--active_count_];
+        break;
+      }
+    }
+  }
+}
+
+bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag) {
+  StreamPath* p = FirstAlive();
+  if (p == nullptr || !p->CanQueue()) return false;
+  FrameHeader h{};
+  h.type = static_cast<uint8_t>(type);
+  h.path = static_cast<uint16_t>(p->index());
+  h.seq = seq;
+  h.tag = tag;
+  h.task_hash = opts_.task_hash;
+  SealHeader(&h);
+  p->Queue(h, nullptr);
+  p->Flush();
+  return true;
+}
+
+Status RecvComm::Progress() {
+  if (!error_.ok()) return error_;
+  const bool expecting = active_count_ > 0;
+  if (expecting) {
+    for (auto& p : paths_) {
+      if (!p->alive()) continue;
+      if (!HandlePump(*p, p->PumpRx(*this))) return error_;
+    }
+  }
+  if (cum_done_ > acked_ && SendControl(FrameType::kAck, cum_done_, 0)) acked_ = cum_done_;
+  if (!FlushAll()) return error_;
+  return error_;
+}
+
+Status RecvComm::Test(RecvRequest* r, int* done, uint64_t* sizes) {
+  *done = 0;
+  Status s = Progress();
+  if (r->done_count < r->n && !s.ok()) return s;
+  if (gate_.paused() || r->done_count < r->n) return Status::Ok();
+  *done = 1;
+  if (sizes)
+    for (int i = 0; i < r->n; ++i) sizes[i] = r->entries[i].total;
+  pool_.Release(r);
+  return Status::Ok();
+}
+
+}  // namespace ff

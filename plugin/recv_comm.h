@@ -1,0 +1,42 @@
+// Receiving side of a connection: matches frames to posted buffers, reassembles, acknowledges.
+#pragma once
+
+#include <bitset>
+
+#include "plugin/comm.h"
+#include "plugin/requests.h"
+
+namespace ff {
+
+class RecvComm final : public Comm {
+ public:
+  using Comm::Comm;
+
+  // Posts n buffers (a grouped receive); *out is nullptr (retry later) when paused or full.
+  Status Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out);
+  // Progresses and reports completion with the real message sizes; releases the request when done.
+  Status Test(RecvRequest* r, int* done, uint64_t* sizes);
+  Status Progress() override;
+
+  HeaderVerdict OnHeader(StreamPath& path, const FrameHeader& h, char** dest) override;
+  void OnFrameComplete(StreamPath& path, const FrameHeader& h) override;
+
+ private:
+  static constexpr uint64_t kDoneWindow = 1024;  // > kMaxRequests * kMaxRecvs messages in flight
+
+  bool ExpectingTraffic() const override { return active_count_ > 0; }
+  RecvEntry* FindEntry(const FrameHeader& h, RecvRequest** req);
+  bool SendControl(FrameType type, uint64_t seq, int32_t tag);
+
+  RequestPool<RecvRequest> pool_;
+  std::array<RecvRequest*, kMaxRequests> active_{};
+  int active_count_ = 0;
+  uint64_t next_post_seq_ = 0;  // sequence of the next message a posted buffer will take
+  uint64_t cum_done_ = 0;       // every message below this arrived whole
+  uint64_t acked_ = 0;          // last cumulative acknowledgement sent
+  std::bitset<kDoneWindow> done_bits_;
+  std::array<RecvEntry*, 64> path_entry_{};
+  std::array<RecvRequest*, 64> path_req_{};
+};
+
+}  // namespace ff

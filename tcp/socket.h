@@ -1,0 +1,74 @@
+// Owner of one socket file descriptor plus the non-blocking TCP operations the transport needs.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <string>
+
+#include "plugin/status.h"
+
+namespace ff::tcp {
+
+// Move-only owner: the descriptor is closed exactly once, by the destructor or reset().
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() { reset(); }
+  Socket(Socket&& o) noexcept : fd_(o.release()) {}
+  Socket& operator=(Socket&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+struct PathSocketOptions {
+  int tos = -1;             // IP_TOS / IPV6_TCLASS byte; -1 leaves the default
+  int buffer_bytes = 0;     // SO_SNDBUF/SO_RCVBUF; 0 keeps autotuning
+  int user_timeout_ms = 0;  // TCP_USER_TIMEOUT; 0 keeps the kernel default
+};
+
+// Listening socket on `local` (port 0 picks one); returns the bound port.
+Status Listen(const sockaddr_storage& local, Socket* out, uint16_t* port);
+
+// Starts a non-blocking connect. `local` (may be null) pins the source address; a non-zero
+// [sport_lo, sport_hi] range pins the source port (path entropy), trying ports in the range.
+Status StartConnect(const sockaddr_storage& remote, const sockaddr_storage* local, uint16_t sport_lo,
+                    uint16_t sport_hi, Socket* out);
+
+enum class ConnectProgress { kPending, kConnected, kFailed };
+// Polls a connecting socket without blocking; on kFailed `*err` holds the errno.
+ConnectProgress PollConnect(int fd, int* err);
+
+// Accepts one pending connection without blocking; returns an invalid socket when none is waiting.
+Status AcceptOne(int listen_fd, Socket* out, sockaddr_storage* peer);
+
+Status ApplyPathOptions(int fd, int family, const PathSocketOptions& opts);
+Status SetNonBlocking(int fd);
+
+// Non-blocking I/O: bytes moved, 0 for "would block", -1 for an error (errno set), and for
+// RecvSome -2 when the peer closed the connection.
+ssize_t SendSome(int fd, const iovec* iov, int iovcnt);
+ssize_t RecvSome(int fd, void* buf, size_t len);
+
+// Local port a socket is bound to (host order), 0 on error.
+uint16_t LocalPort(int fd);
+std::string PeerToString(const sockaddr_storage& addr);
+
+}  // namespace ff::tcp

@@ -1,0 +1,440 @@
+// Conformance: the built .so driven through its C ABI by two processes over loopback, as NCCL does.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <random>
+#include <vector>
+
+#include "plugin/wire_format.h"
+#include "tests/plugin/two_process.h"
+
+namespace ff::testing {
+namespace {
+
+constexpr uint64_t kMaxMsg = 64ull << 20;
+
+std::vector<uint64_t> RandomSizes(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> out;
+  for (int i = 0; i < n; ++i) {
+    int cls = static_cast<int>(rng() % 100);
+    uint64_t max = cls < 70 ? 64 * 1024 : cls < 97 ? 4ull << 20 : kMaxMsg;
+    uint64_t sz = rng() % (max + 1);
+    if (i == 0) sz = 0;
+    if (i == 1) sz = kMaxMsg;
+    out.push_back(sz);
+  }
+  return out;
+}
+
+// Receiver: posts up to `depth` receives ahead with buffers larger than the message, checks all.
+int ReceiveAndCheck(int rfd, int wfd, const std::vector<uint64_t>& sizes, int depth) {
+  (void)rfd;
+  NetPeer peer;
+  char handle[128];
+  void* lc = peer.Listen(handle);
+  WriteAll(wfd, handle, sizeof(handle));
+  void* rc = peer.Accept(lc);
+  std::vector<std::vector<char>> bufs(depth, std::vector<char>(kMaxMsg + 4096));
+  std::vector<void*> reqs(depth, nullptr);
+  std::mt19937 rng(7);
+  size_t posted = 0, done = 0;
+  while (done < sizes.size()) {
+    while (posted < sizes.size() && posted - done < static_cast<size_t>(depth)) {
+      int slot = static_cast<int>(posted % depth);
+      void* data = bufs[slot].data();
+      size_t cap = sizes[posted] + rng() % 4097;  // a receive buffer may be larger than the message
+      int tag = 5;
+      void* mh = nullptr;
+      void* req = nullptr;
+      if (peer.net()->irecv(rc, 1, &data, &cap, &tag, &mh, nullptr, &req) != ncclSuccess) return 10;
+      if (req == nullptr) break;  // retry later
+      reqs[slot] = req;
+      ++posted;
+    }
+    int slot = static_cast<int>(done % depth);
+    int got = -1;
+    if (peer.Wait(reqs[slot], &got) != ncclSuccess) return 11;
+    if (static_cast<uint64_t>(got) != sizes[done]) {
+      std::fprintf(stderr, "message %zu: size %d, expected %llu\n", done, got, (unsigned long long)sizes[done]);
+      return 12;
+    }
+    int64_t bad = CheckPattern(bufs[slot].data(), done, sizes[done]);
+    if (bad >= 0) {
+      std::fprintf(stderr, "message %zu (%llu bytes): first bad byte at %lld\n", done,
+                   (unsigned long long)sizes[done], (long long)bad);
+      return 13;
+    }
+    ++done;
+  }
+  peer.net()->closeRecv(rc);
+  peer.net()->closeListen(lc);
+  return 0;
+}
+
+void SendAll(NetPeer& peer, void* sc, const std::vector<uint64_t>& sizes, int depth) {
+  std::vector<std::vector<char>> bufs(depth, std::vector<char>(kMaxMsg));
+  std::vector<void*> reqs(depth, nullptr);
+  size_t issued = 0, done = 0;
+  int null_retries = 0;
+  while (done < sizes.size()) {
+    while (issued < sizes.size() && issued - done < static_cast<size_t>(depth)) {
+      int slot = static_cast<int>(issued % depth);
+      FillPattern(bufs[slot].data(), issued, sizes[issued]);
+      void* req = nullptr;
+      ASSERT_EQ(peer.net()->isend(sc, bufs[slot].data(), sizes[issued], 5, nullptr, nullptr, &req), ncclSuccess);
+      if (req == nullptr) {
+        ++null_retries;
+        break;
+      }
+      reqs[slot] = req;
+      ++issued;
+    }
+    int slot = static_cast<int>(done % depth);
+    int sz = -1;
+    ASSERT_EQ(peer.Wait(reqs[slot], &sz), ncclSuccess);
+    ASSERT_EQ(static_cast<uint64_t>(sz), sizes[done]);
+    ++done;
+  }
+}
+
+TEST(Conformance, ThousandsOfRandomSizedMessagesArriveIntactWithLargerReceiveBuffers) {
+  const auto sizes = RandomSizes(3000, 42);
+  ChildProcess child([&](int r, int w) { return ReceiveAndCheck(r, w, sizes, 8); });
+  NetPeer peer;
+  char handle[128];
+  ReadAll(child.from_child(), handle, sizeof(handle));
+  void* sc = peer.Connect(handle);
+  SendAll(peer, sc, sizes, 8);
+  EXPECT_EQ(peer.net()->closeSend(sc), ncclSuccess);
+  EXPECT_EQ(child.Wait(), 0);
+}
+
+TEST(Conformance, GroupedReceiveMatchesEachMessageToItsTag) {
+  constexpr int kN = 4;
+  const int tags[kN] = {100, 101, 102, 103};
+  const uint64_t sizes[kN] = {1000, 0, 3 << 20, 65536};
+  ChildProcess child([&](int, int w) {
+    NetPeer peer;
+    char handle[128];
+    void* lc = peer.Listen(handle);
+    WriteAll(w, handle, sizeof(handle));
+    void* rc = peer.Accept(lc);
+    for (int round = 0; round < 20; ++round) {
+      std::vector<std::vector<char>> bufs(kN, std::vector<char>(4 << 20));
+      void* data[kN];
+      size_t caps[kN];
+      int t[kN];
+      void* mh[kN] = {};
+      for (int i = 0; i < kN; ++i) {
+        data[i] = bufs[i].data();
+        caps[i] = bufs[i].size();
+        t[i] = tags[i];
+      }
+      void* req = nullptr;
+      while (req == nullptr)
+        if (peer.net()->irecv(rc, kN, data, caps, t, mh, nullptr, &req) != ncclSuccess) return 20;
+      int got[kN];
+      if (peer.Wait(req, got) != ncclSuccess) return 21;
+      for (int i = 0; i < kN; ++i) {
+        if (static_cast<uint64_t>(got[i]) != sizes[i]) return 22;
+        if (CheckPattern(bufs[i].data(), static_cast<uint64_t>(tags[i]) + round, sizes[i]) >= 0) return 23;
+      }
+    }
+    return 0;
+  });
+  NetPeer peer;
+  char handle[128];
+  ReadAll(child.from_child(), handle, sizeof(handle));
+  void* sc = peer.Connect(handle);
+  std::mt19937 rng(3);
+  for (int round = 0; round < 20; ++round) {
+    int order[kN] = {0, 1, 2, 3};
+    std::shuffle(order, order + kN, rng);  // tags arrive in any order within the group
+    std::vector<std::vector<char>> bufs(kN);
+    void* reqs[kN];
+    for (int j = 0; j < kN; ++j) {
+      int i = order[j];
+      bufs[i].resize(sizes[i] + 1);
+      FillPattern(bufs[i].data(), static_cast<uint64_t>(tags[i]) + round, sizes[i]);
+      void* req = nullptr;
+      while (req == nullptr)
+        ASSERT_EQ(peer.net()->isend(sc, bufs[i].data(), sizes[i], tags[i], nullptr, nullptr, &req), ncclSuccess);
+      reqs[j] = req;
+    }
+    for (auto* r : reqs) ASSERT_EQ(peer.Wait(r), ncclSuccess);
+  }
+  peer.net()->closeSend(sc);
+  EXPECT_EQ(child.Wait(), 0);
+}
+
+TEST(Conformance, ThirtyTwoRequestsInFlightThenNullRequestUntilOneCompletes) {
+  ChildProcess child([&](int r, int w) {
+    NetPeer peer;
+    char handle[128];
+    void* lc = peer.Listen(handle);
+    WriteAll(w, handle, sizeof(handle));
+    void* rc = peer.Accept(lc);
+    char go;
+    ReadAll(r, &go, 1);  // the sender fills its 32 slots before anything is received
+    std::vector<char> buf(4096);
+    for (int i = 0; i < 33; ++i) {
+      void* data = buf.data();
+      size_t cap = buf.size();
+      int tag = 0;
+      void* req = nullptr;
+      while (req == nullptr)
+        if (peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req) != ncclSuccess) return 30;
+      int got = 0;
+      if (peer.Wait(req, &got) != ncclSuccess || got != 100) {
+        std::fprintf(stderr, "child: message %d got %d bytes\n", i, got);
+        return 31;
+      }
+      if (CheckPattern(buf.data(), static_cast<uint64_t>(i), 100) >= 0) return 32;
+    }
+    return 0;
+  });
+  NetPeer peer;
+  char handle[128];
+  ReadAll(child.from_child(), handle, sizeof(handle));
+  void* sc = peer.Connect(handle);
+  std::vector<std::vector<char>> bufs(33, std::vector<char>(100));
+  std::vector<void*> reqs;
+  for (int i = 0; i < 32; ++i) {
+    FillPattern(bufs[i].data(), static_cast<uint64_t>(i), 100);
+    void* req = nullptr;
+    ASSERT_EQ(peer.net()->isend(sc, bufs[i].data(), 100, 0, nullptr, nullptr, &req), ncclSuccess);
+    ASSERT_NE(req, nullptr) << "request " << i;
+    reqs.push_back(req);
+  }
+  FillPattern(bufs[32].data(), 32, 100);
+  void* extra = nullptr;
+  ASSERT_EQ(peer.net()->isend(sc, bufs[32].data(), 100, 0, nullptr, nullptr, &extra), ncclSuccess);
+  EXPECT_EQ(extra, nullptr) << "a 33rd request must be refused with NULL (retry later)";
+  WriteAll(child.to_child(), "g", 1);
+  ASSERT_EQ(peer.Wait(reqs[0]), ncclSuccess);
+  while (extra == nullptr)
+    ASSERT_EQ(peer.net()->isend(sc, bufs[32].data(), 100, 0, nullptr, nullptr, &extra), ncclSuccess);
+  for (size_t i = 1; i < reqs.size(); ++i) ASSERT_EQ(peer.Wait(reqs[i]), ncclSuccess);
+  ASSERT_EQ(peer.Wait(extra), ncclSuccess);
+  peer.net()->closeSend(sc);
+  EXPECT_EQ(child.Wait(), 0);
+}
+
+TEST(Conformance, MalformedHandleIsRejectedWithInvalidArgument) {
+  NetPeer peer;
+  char handle[128];
+  std::memset(handle, 0x5a, sizeof(handle));
+  void* sc = nullptr;
+  ncclNetDeviceHandle_t* dc = nullptr;
+  EXPECT_EQ(peer.net()->connect(peer.ctx(), 0, handle, &sc, &dc), ncclInvalidArgument);
+  EXPECT_EQ(sc, nullptr);
+  char good[128];
+  void* lc = peer.Listen(good);
+  good[5] = 100;  // absurd address count
+  EXPECT_EQ(peer.net()->connect(peer.ctx(), 0, good, &sc, &dc), ncclInvalidArgument);
+  peer.net()->closeListen(lc);
+}
+
+// The first address in a handle, for raw sockets that impersonate peers.
+sockaddr_in FirstAddress(const char* handle) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  std::memcpy(&a.sin_port, handle + 25, 2);
+  std::memcpy(&a.sin_addr, handle + 27, 4);
+  return a;
+}
+
+int RawConnect(const char* handle) {
+  sockaddr_in a = FirstAddress(handle);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return -1;
+  return fd;
+}
+
+TEST(Conformance, GarbageFromAStrangerNeverReachesABufferAndTheRealPeerStillConnects) {
+  NetPeer peer;
+  char handle[128];
+  void* lc = peer.Listen(handle);
+  int junk = RawConnect(handle);
+  ASSERT_GE(junk, 0);
+  std::vector<char> garbage(4096, 'x');
+  ASSERT_EQ(write(junk, garbage.data(), garbage.size()), static_cast<ssize_t>(garbage.size()));
+  // A stranger that guessed the framing but not the secret.
+  int liar = RawConnect(handle);
+  FrameHeader h{};
+  h.type = static_cast<uint8_t>(FrameType::kHello);
+  h.total = 1;
+  h.task_hash = 512 * 1024;
+  h.offset = 12345;
+  SealHeader(&h);
+  ASSERT_EQ(write(liar, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+
+  char copy[128];
+  std::memcpy(copy, handle, sizeof(copy));
+  ChildProcess child([&](int, int) {
+    NetPeer p2;
+    void* sc = p2.Connect(copy);
+    std::vector<char> buf(1 << 20);
+    FillPattern(buf.data(), 9, buf.size());
+    void* req = nullptr;
+    while (req == nullptr)
+      if (p2.net()->isend(sc, buf.data(), buf.size(), 1, nullptr, nullptr, &req) != ncclSuccess) return 40;
+    return p2.Wait(req) == ncclSuccess ? 0 : 41;
+  });
+  void* rc = peer.Accept(lc);
+  std::vector<char> buf(1 << 20, 0);
+  void* data = buf.data();
+  size_t cap = buf.size();
+  int tag = 1;
+  void* req = nullptr;
+  while (req == nullptr) ASSERT_EQ(peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req), ncclSuccess);
+  ASSERT_EQ(peer.Wait(req), ncclSuccess);
+  EXPECT_EQ(CheckPattern(buf.data(), 9, buf.size()), -1);
+  EXPECT_EQ(child.Wait(), 0);
+  // The listener closed both strangers.
+  char c;
+  EXPECT_LE(read(junk, &c, 1), 0);
+  EXPECT_LE(read(liar, &c, 1), 0);
+  close(junk);
+  close(liar);
+  peer.net()->closeRecv(rc);
+  peer.net()->closeListen(lc);
+}
+
+TEST(Conformance, CorruptFrameHeaderFailsTheCommunicatorWithoutTouchingTheBuffer) {
+  NetPeer peer;
+  char handle[128];
+  void* lc = peer.Listen(handle);
+  int fd = RawConnect(handle);
+  ASSERT_GE(fd, 0);
+  FrameHeader h{};
+  h.type = static_cast<uint8_t>(FrameType::kHello);
+  h.total = 1;
+  h.task_hash = 512 * 1024;
+  std::memcpy(&h.offset, handle + 8, 8);  // the real secret
+  SealHeader(&h);
+  ASSERT_EQ(write(fd, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+  void* rc = peer.Accept(lc);
+  FrameHeader d{};
+  d.type = static_cast<uint8_t>(FrameType::kData);
+  d.length = 16;
+  d.total = 16;
+  SealHeader(&d);
+  d.offset = 1000;  // corrupted after sealing: checksum no longer matches
+  char payload[16] = {};
+  ASSERT_EQ(write(fd, &d, sizeof(d)), static_cast<ssize_t>(sizeof(d)));
+  ASSERT_EQ(write(fd, payload, sizeof(payload)), 16);
+  std::vector<char> buf(64, 'k');
+  void* data = buf.data();
+  size_t cap = buf.size();
+  int tag = 0;
+  void* req = nullptr;
+  ASSERT_EQ(peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req), ncclSuccess);
+  ASSERT_NE(req, nullptr);
+  EXPECT_EQ(peer.Wait(req), ncclRemoteError);
+  EXPECT_EQ(std::string(buf.begin(), buf.end()), std::string(64, 'k'));
+  close(fd);
+  peer.net()->closeRecv(rc);
+  peer.net()->closeListen(lc);
+}
+
+TEST(Conformance, MessageLargerThanThePostedBufferIsAnErrorOnBothSides) {
+  ChildProcess child([&](int, int w) {
+    NetPeer peer;
+    char handle[128];
+    void* lc = peer.Listen(handle);
+    WriteAll(w, handle, sizeof(handle));
+    void* rc = peer.Accept(lc);
+    std::vector<char> buf(1000, 'k');
+    void* data = buf.data();
+    size_t cap = buf.size();
+    int tag = 0;
+    void* req = nullptr;
+    while (req == nullptr)
+      if (peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req) != ncclSuccess) return 50;
+    if (peer.Wait(req) == ncclSuccess) return 51;
+    for (char c : buf)
+      if (c != 'k') return 52;  // nothing written past or into the too-small buffer
+    return 0;
+  });
+  NetPeer peer;
+  char handle[128];
+  ReadAll(child.from_child(), handle, sizeof(handle));
+  void* sc = peer.Connect(handle);
+  std::vector<char> big(5000, 'b');
+  void* req = nullptr;
+  while (req == nullptr) ASSERT_EQ(peer.net()->isend(sc, big.data(), big.size(), 0, nullptr, nullptr, &req), ncclSuccess);
+  EXPECT_NE(peer.Wait(req, nullptr, 30), ncclSuccess);
+  EXPECT_EQ(child.Wait(), 0);
+  peer.net()->closeSend(sc);
+}
+
+TEST(Conformance, ReceiverKilledMidTransferGivesTheSenderAnErrorNotAHang) {
+  ChildProcess child([&](int, int w) {
+    NetPeer peer;
+    char handle[128];
+    void* lc = peer.Listen(handle);
+    WriteAll(w, handle, sizeof(handle));
+    void* rc = peer.Accept(lc);
+    std::vector<char> buf(64 << 20);
+    void* data = buf.data();
+    size_t cap = buf.size();
+    int tag = 0;
+    void* req = nullptr;
+    while (req == nullptr) peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req);
+    int done = 0, sz[1];
+    for (int i = 0; i < 3 && !done; ++i) peer.net()->test(req, &done, sz);  // take some bytes, then die
+    raise(SIGKILL);
+    return 0;
+  });
+  NetPeer peer;
+  char handle[128];
+  ReadAll(child.from_child(), handle, sizeof(handle));
+  void* sc = peer.Connect(handle);
+  std::vector<char> big(64 << 20, 'b');
+  void* req = nullptr;
+  while (req == nullptr) ASSERT_EQ(peer.net()->isend(sc, big.data(), big.size(), 0, nullptr, nullptr, &req), ncclSuccess);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(peer.Wait(req, nullptr, 30), ncclRemoteError);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
+  child.Wait();
+  peer.net()->closeSend(sc);
+}
+
+TEST(Conformance, SenderKilledMidMessageGivesTheReceiverAnErrorNotAHang) {
+  ChildProcess child([&](int r, int) {
+    NetPeer peer;
+    char handle[128];
+    ReadAll(r, handle, sizeof(handle));
+    void* sc = peer.Connect(handle);
+    std::vector<char> big(64 << 20, 'b');
+    void* req = nullptr;
+    while (req == nullptr) peer.net()->isend(sc, big.data(), big.size(), 0, nullptr, nullptr, &req);
+    int done = 0, sz;
+    for (int i = 0; i < 3 && !done; ++i) peer.net()->test(req, &done, &sz);
+    raise(SIGKILL);
+    return 0;
+  });
+  NetPeer peer;
+  char handle[128];
+  void* lc = peer.Listen(handle);
+  WriteAll(child.to_child(), handle, sizeof(handle));
+  void* rc = peer.Accept(lc);
+  std::vector<char> buf(128 << 20);
+  void* data = buf.data();
+  size_t cap = buf.size();
+  int tag = 0;
+  void* req = nullptr;
+  while (req == nullptr) ASSERT_EQ(peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req), ncclSuccess);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(peer.Wait(req, nullptr, 30), ncclRemoteError);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
+  child.Wait();
+  peer.net()->closeRecv(rc);
+  peer.net()->closeListen(lc);
+}
+
+}  // namespace
+}  // namespace ff::testing
