@@ -189,6 +189,9 @@ int RunRank(const Options& o) {
     ctx.SetPhase("teardown");
     rdv.Barrier("done");
     transport->Close();
+    // Ranks leave as soon as they have the last reply, so a closed connection no longer
+    // means a crash; a rank dying inside this barrier still shows as EOF on its socket.
+    ctx.SetLivenessProbe(nullptr);
     rdv.Barrier("closed");
 
     if (reporter) {
