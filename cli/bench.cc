@@ -1,4 +1,1164 @@
-// `flexiforce bench`: placeholder replaced below.
+// `flexiforce bench`: the plugin against raw TCP sockets, same streams, two processes, one run.
+//
+// The parent forks a peer. Both load the plugin through its v11 C ABI, as NCCL's proxy does, and
+// also open raw loopback sockets, one per plugin path. For every size the parent measures, in
+// alternation so that machine drift touches both alike: streaming throughput (a window of
+// messages in flight, receiver posting ahead) and ping-pong round trip. Every message carries
+// its index in its first and last bytes, and the receiver checks it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "plugin/config_registry.h"
+#include "plugin/nccl_net_abi.h"
+#include "tcp/socket.h"
+#include "tests/common/plugin_loader.h"
+
 namespace ff {
-int RunBenchCommand(int, char**) { return 1; }
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+constexpr uint64_t kMaxBenchBytes = 1024 * kMiB;
+constexpr uint64_t kMaxBufferBytes = 4096 * kMiB;  // window x max size, per process
+constexpr uint64_t kRttMaxBytes = 1 * kMiB;        // larger round trips say nothing new and cost time
+constexpr double kTargetSeconds = 0.25;            // auto --iters aims each measurement at this
+constexpr uint64_t kMinAutoIters = 20;
+constexpr uint64_t kMaxAutoIters = 2000000;
+constexpr auto kStallLimit = std::chrono::seconds(30);  // no progress for this long = failure
+constexpr int kTag = 7;
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+enum class Mode { kBoth, kPlugin, kRaw };
+
+struct Options {
+  uint64_t min_bytes = 8;
+  uint64_t max_bytes = 64 * kMiB;
+  uint64_t iters = 0;  // 0: automatic
+  int window = 8;
+  int paths = 0;  // 0: the plugin's configured value
+  Mode mode = Mode::kBoth;
+  std::string plugin_path;
+  bool json = false;
+};
+
+const char kUsage[] =
+    "usage: flexiforce bench [options]\n\n"
+    "Benchmarks the FlexiForce plugin, driven through its NCCL v11 C ABI, against raw TCP sockets\n"
+    "with the same number of streams, between this process and a forked peer, in one run.\n"
+    "For every power-of-two size it measures streaming throughput (a window of messages in\n"
+    "flight; the plugin's send completion is acknowledged by the receiver, so the time is\n"
+    "end-to-end) and, up to 1 MiB, ping-pong round-trip time. Plugin and raw alternate per size.\n"
+    "Raw sockets bind 127.0.0.1, use TCP_NODELAY and busy-poll non-blocking sendmsg/recvmsg;\n"
+    "like the plugin they stripe a message evenly over the streams from FLEXIFORCE_STRIPE_MIN\n"
+    "on and send smaller ones whole, round-robin. Every message is checked (its index sits in\n"
+    "its first and last 8 bytes); a failed or corrupt transfer exits with status 1.\n\n"
+    "options:\n"
+    "  --min-bytes N     smallest message (default 8; suffixes K, M, G)\n"
+    "  --max-bytes N     largest message (default 64M, at most 1G)\n"
+    "  --iters N         messages per measurement (default: automatic, ~0.25 s each, >= 20)\n"
+    "  --window N        messages in flight while streaming, 1..32 (default 8)\n"
+    "  --paths N         plugin paths and raw streams, 1..16; sets FLEXIFORCE_PATHS\n"
+    "                    (default: the plugin's configured value)\n"
+    "  --mode M          both, plugin or raw (default both)\n"
+    "  --plugin PATH     plugin shared object (default $FF_PLUGIN_PATH, else the built one)\n"
+    "  --json            print the results and configuration as JSON\n"
+    "  --help            this text\n\n"
+    "targets: throughput >= 90% of raw for messages >= 1 MiB; 8 B round trip <= 1.3x raw.\n";
+
+bool ParseSize(const std::string& name, const std::string& text, uint64_t lo, uint64_t hi, uint64_t* out,
+               std::string* error) {
+  KnobSpec spec{name.c_str(), KnobType::kBytes, "", static_cast<int64_t>(lo), static_cast<int64_t>(hi), ""};
+  int64_t v = 0;
+  if (!ConfigRegistry::ParseValue(spec, text, &v, error)) return false;
+  *out = static_cast<uint64_t>(v);
+  return true;
 }
+
+bool ParseInt(const std::string& name, const std::string& text, int64_t lo, int64_t hi, int64_t* out,
+              std::string* error) {
+  KnobSpec spec{name.c_str(), KnobType::kInt, "", lo, hi, ""};
+  return ConfigRegistry::ParseValue(spec, text, out, error);
+}
+
+// Returns std::nullopt after printing help (exit 0) or an error (exit 2) as `*exit_code`.
+std::optional<Options> ParseOptions(int argc, char** argv, int* exit_code) {
+  Options o;
+  auto fail = [&](const std::string& msg) {
+    std::fprintf(stderr, "flexiforce bench: %s\n", msg.c_str());
+    *exit_code = 2;
+    return std::nullopt;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      *exit_code = 0;
+      return std::nullopt;
+    }
+    if (arg == "--json") {
+      o.json = true;
+      continue;
+    }
+    std::string value;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    static const char* kValued[] = {"--min-bytes", "--max-bytes", "--iters", "--window",
+                                    "--paths",     "--mode",      "--plugin"};
+    if (std::find_if(std::begin(kValued), std::end(kValued), [&](const char* k) { return arg == k; }) ==
+        std::end(kValued)) {
+      return fail("unknown option '" + arg +
+                  "' (accepted: --min-bytes, --max-bytes, --iters, --window, --paths, --mode, --plugin, "
+                  "--json, --help)");
+    }
+    if (eq == std::string::npos) {
+      if (i + 1 >= argc) return fail(arg + " needs a value");
+      value = argv[++i];
+    }
+    std::string err;
+    int64_t n = 0;
+    if (arg == "--min-bytes") {
+      if (!ParseSize(arg, value, 1, kMaxBenchBytes, &o.min_bytes, &err)) return fail(err);
+    } else if (arg == "--max-bytes") {
+      if (!ParseSize(arg, value, 1, kMaxBenchBytes, &o.max_bytes, &err)) return fail(err);
+    } else if (arg == "--iters") {
+      if (!ParseInt(arg, value, 1, 100000000, &n, &err)) return fail(err);
+      o.iters = static_cast<uint64_t>(n);
+    } else if (arg == "--window") {
+      if (!ParseInt(arg, value, 1, FF_NCCL_NET_MAX_REQUESTS, &n, &err)) return fail(err);
+      o.window = static_cast<int>(n);
+    } else if (arg == "--paths") {
+      const KnobSpec* spec = nullptr;
+      for (const auto& s : ConfigRegistry::Specs())
+        if (!std::strcmp(s.name, "FLEXIFORCE_PATHS")) spec = &s;
+      if (spec == nullptr) return fail("this plugin build has no FLEXIFORCE_PATHS knob");
+      if (!ParseInt(arg, value, spec->min, spec->max, &n, &err)) return fail(err);
+      o.paths = static_cast<int>(n);
+    } else if (arg == "--mode") {
+      if (value == "both") {
+        o.mode = Mode::kBoth;
+      } else if (value == "plugin") {
+        o.mode = Mode::kPlugin;
+      } else if (value == "raw") {
+        o.mode = Mode::kRaw;
+      } else {
+        return fail("--mode='" + value + "' is not valid; accepted: both, plugin or raw");
+      }
+    } else if (arg == "--plugin") {
+      if (value.empty()) return fail("--plugin needs a path to libnccl-net-flexiforce.so");
+      o.plugin_path = value;
+    }
+  }
+  if (o.min_bytes > o.max_bytes)
+    return fail("--min-bytes (" + std::to_string(o.min_bytes) + ") is larger than --max-bytes (" +
+                std::to_string(o.max_bytes) + ")");
+  if (o.max_bytes * static_cast<uint64_t>(o.window) > kMaxBufferBytes)
+    return fail("--window x --max-bytes = " + std::to_string(o.max_bytes * o.window) +
+                " bytes of buffers per process; accepted: at most " + std::to_string(kMaxBufferBytes));
+  *exit_code = 0;
+  return o;
+}
+
+bool UsesPlugin(Mode m) { return m != Mode::kRaw; }
+bool UsesRaw(Mode m) { return m != Mode::kPlugin; }
+
+// ---------------------------------------------------------------------------------------------
+// Message content: the index in the first and last 8 bytes, a fixed fill elsewhere.
+
+uint64_t StampWord(uint64_t index) { return (index + 1) * 0x9E3779B97F4A7C15ull; }
+
+void Stamp(char* buf, uint64_t size, uint64_t index) {
+  uint64_t w = StampWord(index);
+  std::memcpy(buf, &w, std::min<uint64_t>(8, size));
+  if (size >= 16) {
+    w = ~w;
+    std::memcpy(buf + size - 8, &w, 8);
+  }
+}
+
+bool CheckStamp(const char* buf, uint64_t size, uint64_t index) {
+  uint64_t w = StampWord(index);
+  if (std::memcmp(buf, &w, std::min<uint64_t>(8, size)) != 0) return false;
+  if (size >= 16) {
+    w = ~w;
+    if (std::memcmp(buf + size - 8, &w, 8) != 0) return false;
+  }
+  return true;
+}
+
+std::string Corrupt(const char* what, uint64_t size, uint64_t index) {
+  return std::string(what) + ": message " + std::to_string(index) + " of " + std::to_string(size) +
+         " bytes arrived with wrong content (its index stamp does not match)";
+}
+
+// Window-many message buffers of the largest size, touched once so page faults stay out of timing.
+class Slots {
+ public:
+  Slots(int count, uint64_t bytes) : bytes_(bytes) {
+    for (int i = 0; i < count; ++i) {
+      buffers_.emplace_back(new char[bytes]);
+      std::memset(buffers_.back().get(), 0xA5, bytes);
+    }
+  }
+  char* at(uint64_t i) { return buffers_[i % buffers_.size()].get(); }
+  int count() const { return static_cast<int>(buffers_.size()); }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  uint64_t bytes_;
+  std::vector<std::unique_ptr<char[]>> buffers_;
+};
+
+// Throws when nothing moved for kStallLimit; cheap enough to call in every busy-poll iteration.
+class StallGuard {
+ public:
+  explicit StallGuard(std::string what) : what_(std::move(what)), last_(Clock::now()) {}
+  void Progress() { polls_ = 0, last_ = Clock::now(); }
+  void Poll() {
+    if (++polls_ % 4096 != 0) return;
+    if (Clock::now() - last_ > kStallLimit)
+      throw std::runtime_error(what_ + ": no progress for " +
+                               std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kStallLimit).count()) +
+                               " s");
+  }
+
+ private:
+  std::string what_;
+  Clock::time_point last_;
+  uint64_t polls_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The plugin side: one send and one receive communicator per process, through the v11 table.
+
+void CheckNcc(ncclResult_t r, const char* call) {
+  if (r != ncclSuccess) throw std::runtime_error(std::string("plugin ") + call + " failed (ncclResult " + std::to_string(r) + ")");
+}
+
+class PluginEndpoint {
+ public:
+  explicit PluginEndpoint(const std::string& path) : lib_(path), net_(lib_.V11()) {
+    ncclNetCommConfig_t cfg{-1};
+    CheckNcc(net_->init(&ctx_, 0xB37C4, &cfg, testing::StderrLogger, nullptr), "init");
+    int ndev = 0;
+    CheckNcc(net_->devices(&ndev), "devices");
+    if (ndev < 1) throw std::runtime_error("the plugin found no network device");
+    ncclNetProperties_v11_t props{};
+    CheckNcc(net_->getProperties(0, &props), "getProperties");
+    device_ = props.name ? props.name : "?";
+  }
+  ~PluginEndpoint() {
+    for (void* mh : send_mhandles_) net_->deregMr(send_, mh);
+    for (void* mh : recv_mhandles_) net_->deregMr(recv_, mh);
+    if (send_) net_->closeSend(send_);
+    if (recv_) net_->closeRecv(recv_);
+    if (listen_) net_->closeListen(listen_);
+    net_->finalize(ctx_);
+  }
+  PluginEndpoint(const PluginEndpoint&) = delete;
+  PluginEndpoint& operator=(const PluginEndpoint&) = delete;
+
+  const ncclNet_v11_t* net() const { return net_; }
+  const std::string& device() const { return device_; }
+  void* send_comm() const { return send_; }
+  void* recv_comm() const { return recv_; }
+
+  void Listen(char handle[FF_NCCL_NET_HANDLE_MAXSIZE]) { CheckNcc(net_->listen(ctx_, 0, handle, &listen_), "listen"); }
+  void Connect(char handle[FF_NCCL_NET_HANDLE_MAXSIZE]) {
+    ncclNetDeviceHandle_t* dev = nullptr;
+    StallGuard guard("plugin connect");
+    while (send_ == nullptr) {
+      CheckNcc(net_->connect(ctx_, 0, handle, &send_, &dev), "connect");
+      guard.Poll();
+    }
+  }
+  void Accept() {
+    ncclNetDeviceHandle_t* dev = nullptr;
+    StallGuard guard("plugin accept");
+    while (recv_ == nullptr) {
+      CheckNcc(net_->accept(listen_, &recv_, &dev), "accept");
+      guard.Poll();
+    }
+  }
+  // Registers every slot with both communicators, as NCCL registers its buffers once.
+  void Register(Slots& slots) {
+    for (int i = 0; i < slots.count(); ++i) {
+      void* mh = nullptr;
+      CheckNcc(net_->regMr(send_, slots.at(i), slots.bytes(), NCCL_PTR_HOST, &mh), "regMr");
+      send_mhandles_.push_back(mh);
+      CheckNcc(net_->regMr(recv_, slots.at(i), slots.bytes(), NCCL_PTR_HOST, &mh), "regMr");
+      recv_mhandles_.push_back(mh);
+    }
+  }
+  void* send_mh(uint64_t i) const { return send_mhandles_[i % send_mhandles_.size()]; }
+  void* recv_mh(uint64_t i) const { return recv_mhandles_[i % recv_mhandles_.size()]; }
+
+ private:
+  testing::PluginLibrary lib_;
+  const ncclNet_v11_t* net_;
+  void* ctx_ = nullptr;
+  void* listen_ = nullptr;
+  void* send_ = nullptr;
+  void* recv_ = nullptr;
+  std::string device_;
+  std::vector<void*> send_mhandles_, recv_mhandles_;
+};
+
+void* PostSend(PluginEndpoint& ep, Slots& slots, uint64_t i, uint64_t size) {
+  void* req = nullptr;
+  CheckNcc(ep.net()->isend(ep.send_comm(), slots.at(i), size, kTag, ep.send_mh(i), nullptr, &req), "isend");
+  return req;  // NULL: retry later
+}
+
+void* PostRecv(PluginEndpoint& ep, Slots& slots, uint64_t i, uint64_t size) {
+  void* data = slots.at(i);
+  size_t cap = size;
+  int tag = kTag;
+  void* mh = ep.recv_mh(i);
+  void* req = nullptr;
+  CheckNcc(ep.net()->irecv(ep.recv_comm(), 1, &data, &cap, &tag, &mh, nullptr, &req), "irecv");
+  return req;
+}
+
+// Returns true when the request completed; `*got` is the size test() reports.
+bool TestDone(PluginEndpoint& ep, void* req, int* got) {
+  int done = 0;
+  CheckNcc(ep.net()->test(req, &done, got), "test");
+  return done != 0;
+}
+
+// Streams `iters` messages with up to window in flight; returns seconds from first isend to last completion.
+double PluginStreamSend(PluginEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters) {
+  const uint64_t window = static_cast<uint64_t>(slots.count());
+  std::vector<void*> reqs(window, nullptr);
+  uint64_t posted = 0, completed = 0;
+  StallGuard guard("plugin stream send");
+  Clock::time_point t0 = Clock::now();
+  while (completed < iters) {
+    while (posted < iters && posted - completed < window) {
+      Stamp(slots.at(posted), size, posted);
+      if (posted == 0) t0 = Clock::now();
+      void* r = PostSend(ep, slots, posted, size);
+      if (r == nullptr) break;
+      reqs[posted % window] = r;
+      ++posted;
+    }
+    int got = 0;
+    if (posted > completed && TestDone(ep, reqs[completed % window], &got)) {
+      if (static_cast<uint64_t>(got) != size)
+        throw std::runtime_error("plugin send of message " + std::to_string(completed) + " reported " +
+                                 std::to_string(got) + " bytes, expected " + std::to_string(size));
+      ++completed;
+      guard.Progress();
+    }
+    guard.Poll();
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Receives the stream with `window` receives posted ahead; returns an error text or "".
+std::string PluginStreamRecv(PluginEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters) {
+  const uint64_t window = static_cast<uint64_t>(slots.count());
+  std::vector<void*> reqs(window, nullptr);
+  uint64_t posted = 0, completed = 0;
+  std::string error;
+  StallGuard guard("plugin stream receive");
+  while (completed < iters) {
+    while (posted < iters && posted - completed < window) {
+      void* r = PostRecv(ep, slots, posted, size);
+      if (r == nullptr) break;
+      reqs[posted % window] = r;
+      ++posted;
+    }
+    int got = 0;
+    if (posted > completed && TestDone(ep, reqs[completed % window], &got)) {
+      if (static_cast<uint64_t>(got) != size && error.empty())
+        error = "plugin receive of message " + std::to_string(completed) + " got " + std::to_string(got) +
+                " bytes, expected " + std::to_string(size);
+      if (!CheckStamp(slots.at(completed), size, completed) && error.empty())
+        error = Corrupt("plugin stream", size, completed);
+      ++completed;
+      guard.Progress();
+    }
+    guard.Poll();
+  }
+  return error;
+}
+
+// One message out, the echo back; returns the mean round trip in seconds.
+double PluginPing(PluginEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters) {
+  StallGuard guard("plugin ping");
+  Clock::time_point t0 = Clock::now();
+  for (uint64_t i = 0; i < iters; ++i) {
+    void* rr = nullptr;
+    while ((rr = PostRecv(ep, slots, 1, size)) == nullptr) guard.Poll();
+    Stamp(slots.at(0), size, i);
+    void* sr = nullptr;
+    while ((sr = PostSend(ep, slots, 0, size)) == nullptr) guard.Poll();
+    bool sent = false, received = false;
+    int got = 0, sent_bytes = 0;
+    while (!sent || !received) {
+      if (!sent) sent = TestDone(ep, sr, &sent_bytes);
+      if (!received) received = TestDone(ep, rr, &got);
+      guard.Poll();
+    }
+    guard.Progress();
+    if (static_cast<uint64_t>(got) != size || !CheckStamp(slots.at(1), size, i))
+      throw std::runtime_error(Corrupt("plugin ping-pong echo", size, i));
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(iters);
+}
+
+// The echoing side: the next receive is posted before the echo goes out, so the ping never waits on us.
+std::string PluginPong(PluginEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters) {
+  StallGuard guard("plugin pong");
+  std::string error;
+  void* rr = nullptr;
+  while ((rr = PostRecv(ep, slots, 0, size)) == nullptr) guard.Poll();
+  for (uint64_t i = 0; i < iters; ++i) {
+    int got = 0;
+    while (!TestDone(ep, rr, &got)) guard.Poll();
+    if ((static_cast<uint64_t>(got) != size || !CheckStamp(slots.at(i), size, i)) && error.empty())
+      error = Corrupt("plugin ping-pong", size, i);
+    rr = nullptr;
+    if (i + 1 < iters)
+      while ((rr = PostRecv(ep, slots, i + 1, size)) == nullptr) guard.Poll();
+    void* sr = nullptr;
+    while ((sr = PostSend(ep, slots, i, size)) == nullptr) guard.Poll();
+    int sent_bytes = 0;
+    while (!TestDone(ep, sr, &sent_bytes)) guard.Poll();
+    guard.Progress();
+  }
+  return error;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The raw side: P connected loopback sockets, non-blocking, busy-polled.
+
+ssize_t RecvVec(int fd, iovec* iov, int n) {
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = static_cast<size_t>(n);
+  for (;;) {
+    ssize_t r = ::recvmsg(fd, &m, MSG_DONTWAIT);
+    if (r > 0) return r;
+    if (r == 0) return -2;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    return -1;
+  }
+}
+
+void SetNoDelay(int fd) {
+  int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+    throw std::runtime_error(ErrnoMessage("raw TCP_NODELAY", errno));
+}
+
+void ThrowIf(const Status& s) {
+  if (!s.ok()) throw std::runtime_error("raw socket: " + s.message());
+}
+
+sockaddr_storage Loopback(uint16_t port) {
+  sockaddr_storage a{};
+  auto* in = reinterpret_cast<sockaddr_in*>(&a);
+  in->sin_family = AF_INET;
+  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  in->sin_port = htons(port);
+  return a;
+}
+
+void SendAllRaw(int fd, const char* p, uint64_t n, StallGuard& guard) {
+  while (n > 0) {
+    iovec v{const_cast<char*>(p), n};
+    ssize_t w = tcp::SendSome(fd, &v, 1);
+    if (w < 0) throw std::runtime_error(ErrnoMessage("raw send", errno));
+    p += w;
+    n -= static_cast<uint64_t>(w);
+    guard.Poll();
+  }
+}
+
+void RecvAllRaw(int fd, char* p, uint64_t n, StallGuard& guard) {
+  while (n > 0) {
+    ssize_t r = tcp::RecvSome(fd, p, n);
+    if (r == -2) throw std::runtime_error("raw receive: the peer closed the connection");
+    if (r < 0) throw std::runtime_error(ErrnoMessage("raw receive", errno));
+    p += r;
+    n -= static_cast<uint64_t>(r);
+    guard.Poll();
+  }
+}
+
+class RawEndpoint {
+ public:
+  // Peer side: listens on 127.0.0.1 and reports the port.
+  uint16_t Listen() {
+    uint16_t port = 0;
+    ThrowIf(tcp::Listen(Loopback(0), &listener_, &port));
+    return port;
+  }
+  // Each connecting stream says its index first, so accept order does not matter.
+  void AcceptAll(int streams) {
+    socks_.resize(static_cast<size_t>(streams));
+    StallGuard guard("raw accept");
+    for (int got = 0; got < streams;) {
+      tcp::Socket s;
+      sockaddr_storage peer{};
+      ThrowIf(tcp::AcceptOne(listener_.fd(), &s, &peer));
+      if (!s.valid()) {
+        guard.Poll();
+        continue;
+      }
+      uint32_t index = 0;
+      RecvAllRaw(s.fd(), reinterpret_cast<char*>(&index), sizeof(index), guard);
+      if (index >= static_cast<uint32_t>(streams) || socks_[index].valid())
+        throw std::runtime_error("raw accept: unexpected stream index " + std::to_string(index));
+      SetNoDelay(s.fd());
+      socks_[index] = std::move(s);
+      ++got;
+    }
+    listener_.reset();
+  }
+  void ConnectAll(uint16_t port, int streams) {
+    StallGuard guard("raw connect");
+    for (uint32_t i = 0; i < static_cast<uint32_t>(streams); ++i) {
+      tcp::Socket s;
+      ThrowIf(tcp::StartConnect(Loopback(port), nullptr, 0, 0, &s));
+      int err = 0;
+      for (;;) {
+        tcp::ConnectProgress p = tcp::PollConnect(s.fd(), &err);
+        if (p == tcp::ConnectProgress::kConnected) break;
+        if (p == tcp::ConnectProgress::kFailed) throw std::runtime_error(ErrnoMessage("raw connect", err));
+        guard.Poll();
+      }
+      SetNoDelay(s.fd());
+      SendAllRaw(s.fd(), reinterpret_cast<const char*>(&i), sizeof(i), guard);
+      socks_.push_back(std::move(s));
+    }
+  }
+  int streams() const { return static_cast<int>(socks_.size()); }
+  int fd(int i) const { return socks_[static_cast<size_t>(i)].fd(); }
+
+ private:
+  tcp::Socket listener_;
+  std::vector<tcp::Socket> socks_;
+};
+
+// How a message maps onto the streams: striped evenly from `stripe_min` on (piece k on stream k),
+// else whole on stream index % P - the plugin's own policy, so both sides do comparable work.
+class RawLayout {
+ public:
+  RawLayout(int streams, uint64_t size, uint64_t stripe_min)
+      : streams_(streams), size_(size), striped_(streams > 1 && size >= stripe_min && size >= static_cast<uint64_t>(streams)) {}
+  bool striped() const { return striped_; }
+  int pieces() const { return striped_ ? streams_ : 1; }
+  uint64_t first_message(int stream) const { return striped_ ? 0 : static_cast<uint64_t>(stream); }
+  uint64_t step() const { return striped_ ? 1 : static_cast<uint64_t>(streams_); }
+  uint64_t offset(int stream) const { return striped_ ? size_ * static_cast<uint64_t>(stream) / streams_ : 0; }
+  uint64_t length(int stream) const { return striped_ ? offset(stream + 1) - offset(stream) : size_; }
+
+ private:
+  int streams_;
+  uint64_t size_;
+  bool striped_;
+};
+
+// Moves a window-limited stream of messages over all streams: the sender may touch message m once
+// it is stamped, the receiver once its slot is free (m < oldest unchecked + window). Each pass
+// hands every stream one vectored sendmsg/recvmsg covering as many of its next pieces as allowed.
+class RawStreamer {
+ public:
+  RawStreamer(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters, uint64_t stripe_min, bool sending)
+      : ep_(ep),
+        slots_(slots),
+        size_(size),
+        iters_(iters),
+        window_(static_cast<uint64_t>(slots.count())),
+        layout_(ep.streams(), size, stripe_min),
+        sending_(sending),
+        cursor_(static_cast<size_t>(ep.streams())),
+        pieces_left_(window_, 0) {
+    for (int k = 0; k < ep.streams(); ++k) cursor_[static_cast<size_t>(k)] = {layout_.first_message(k), 0};
+  }
+
+  // Runs to the end; returns the first content error (receiver) or "".
+  std::string Run() {
+    StallGuard guard(sending_ ? "raw stream send" : "raw stream receive");
+    while (floor_ < iters_) {
+      Admit();
+      bool moved = false;
+      for (int k = 0; k < ep_.streams(); ++k) moved |= Pump(k);
+      Retire();
+      if (moved) guard.Progress();
+      guard.Poll();
+    }
+    return error_;
+  }
+
+ private:
+  struct Cursor {
+    uint64_t msg;
+    uint64_t done;  // bytes of this stream's piece of `msg` already moved
+  };
+
+  // Makes messages available: the sender stamps them, the receiver "posts" their slots.
+  void Admit() {
+    while (admitted_ < iters_ && admitted_ < floor_ + window_) {
+      if (sending_) Stamp(slots_.at(admitted_), size_, admitted_);
+      pieces_left_[admitted_ % window_] = layout_.pieces();
+      ++admitted_;
+    }
+  }
+
+  bool Pump(int k) {
+    constexpr int kMaxIov = 64;
+    iovec iov[kMaxIov];
+    Cursor& c = cursor_[static_cast<size_t>(k)];
+    const uint64_t off = layout_.offset(k), len = layout_.length(k);
+    int n = 0;
+    uint64_t first_done = c.done;
+    for (uint64_t m = c.msg; m < admitted_ && n < kMaxIov; m += layout_.step()) {
+      uint64_t skip = m == c.msg ? first_done : 0;
+      iov[n++] = {slots_.at(m) + off + skip, len - skip};
+    }
+    if (n == 0) return false;
+    ssize_t r = sending_ ? tcp::SendSome(ep_.fd(k), iov, n) : RecvVec(ep_.fd(k), iov, n);
+    if (r == -2) throw std::runtime_error("raw stream: the peer closed the connection");
+    if (r < 0) throw std::runtime_error(ErrnoMessage(sending_ ? "raw sendmsg" : "raw recvmsg", errno));
+    uint64_t left = static_cast<uint64_t>(r);
+    while (left > 0) {
+      uint64_t take = std::min(left, len - c.done);
+      c.done += take;
+      left -= take;
+      if (c.done == len) {
+        --pieces_left_[c.msg % window_];
+        c.msg += layout_.step();
+        c.done = 0;
+      }
+    }
+    return r > 0;
+  }
+
+  // Frees the oldest fully moved messages in order; the receiver checks each one first.
+  void Retire() {
+    while (floor_ < admitted_ && pieces_left_[floor_ % window_] == 0) {
+      if (!sending_ && error_.empty() && !CheckStamp(slots_.at(floor_), size_, floor_))
+        error_ = Corrupt("raw stream", size_, floor_);
+      ++floor_;
+    }
+  }
+
+  RawEndpoint& ep_;
+  Slots& slots_;
+  uint64_t size_, iters_, window_;
+  RawLayout layout_;
+  bool sending_;
+  std::vector<Cursor> cursor_;
+  std::vector<int> pieces_left_;
+  uint64_t admitted_ = 0, floor_ = 0;
+  std::string error_;
+};
+
+// The end-of-run acknowledgement byte travels on stream 0, which is otherwise idle in that direction.
+double RawStreamSend(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters, uint64_t stripe_min) {
+  Clock::time_point t0 = Clock::now();
+  RawStreamer(ep, slots, size, iters, stripe_min, true).Run();
+  char ack = 0;
+  StallGuard guard("raw stream final acknowledgement");
+  RecvAllRaw(ep.fd(0), &ack, 1, guard);
+  if (ack != 'A') throw std::runtime_error("raw stream: bad final acknowledgement byte");
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string RawStreamRecv(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters, uint64_t stripe_min) {
+  std::string error = RawStreamer(ep, slots, size, iters, stripe_min, false).Run();
+  StallGuard guard("raw stream final acknowledgement");
+  const char ack = 'A';
+  SendAllRaw(ep.fd(0), &ack, 1, guard);
+  return error;
+}
+
+double RawPing(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters) {
+  StallGuard guard("raw ping");
+  Clock::time_point t0 = Clock::now();
+  for (uint64_t i = 0; i < iters; ++i) {
+    Stamp(slots.at(0), size, i);
+    SendAllRaw(ep.fd(0), slots.at(0), size, guard);
+    RecvAllRaw(ep.fd(0), slots.at(1), size, guard);
+    if (!CheckStamp(slots.at(1), size, i)) throw std::runtime_error(Corrupt("raw ping-pong echo", size, i));
+    guard.Progress();
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(iters);
+}
+
+std::string RawPong(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters) {
+  StallGuard guard("raw pong");
+  std::string error;
+  for (uint64_t i = 0; i < iters; ++i) {
+    RecvAllRaw(ep.fd(0), slots.at(0), size, guard);
+    if (!CheckStamp(slots.at(0), size, i) && error.empty()) error = Corrupt("raw ping-pong", size, i);
+    SendAllRaw(ep.fd(0), slots.at(0), size, guard);
+    guard.Progress();
+  }
+  return error;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parent <-> peer control over pipes: a command per measurement, a verdict after it.
+
+enum class Op : uint32_t { kPluginStream = 1, kPluginPingPong, kRawStream, kRawPingPong, kQuit };
+
+struct Command {
+  Op op;
+  uint32_t pad;
+  uint64_t size;
+  uint64_t iters;
+};
+
+struct Verdict {
+  int32_t ok;
+  char error[252];
+};
+
+void WriteFull(int fd, const void* p, size_t n) {
+  auto* c = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t w = ::write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw std::runtime_error(ErrnoMessage("control pipe write", errno));
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// Returns false on end of file (the other process is gone).
+bool ReadFull(int fd, void* p, size_t n) {
+  auto* c = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t r = ::read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw std::runtime_error(ErrnoMessage("control pipe read", errno));
+    if (r == 0) return false;
+    c += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+struct SharedSetup {
+  Options opts;
+  int streams;          // plugin paths = raw streams
+  uint64_t stripe_min;  // the plugin's FLEXIFORCE_STRIPE_MIN, mirrored by the raw layout
+};
+
+// The forked peer: receives streams, echoes pings, reports a verdict per command.
+int PeerMain(const SharedSetup& setup, int from_parent, int to_parent) {
+  const Options& o = setup.opts;
+  Slots slots(std::max(o.window, 2), o.max_bytes);
+  std::unique_ptr<PluginEndpoint> plugin;
+  RawEndpoint raw;
+  if (UsesPlugin(o.mode)) {
+    plugin = std::make_unique<PluginEndpoint>(o.plugin_path);
+    char mine[FF_NCCL_NET_HANDLE_MAXSIZE] = {}, theirs[FF_NCCL_NET_HANDLE_MAXSIZE] = {};
+    plugin->Listen(mine);
+    WriteFull(to_parent, mine, sizeof(mine));
+    if (!ReadFull(from_parent, theirs, sizeof(theirs))) return 1;
+    plugin->Accept();
+    plugin->Connect(theirs);
+    plugin->Register(slots);
+  }
+  if (UsesRaw(o.mode)) {
+    uint16_t port = raw.Listen();
+    WriteFull(to_parent, &port, sizeof(port));
+    raw.AcceptAll(setup.streams);
+  }
+  // Stream receives use the first `window` slots; ping-pong double-buffers over them.
+  Slots& s = slots;
+  for (;;) {
+    Command c{};
+    if (!ReadFull(from_parent, &c, sizeof(c))) return 1;
+    if (c.op == Op::kQuit) return 0;
+    std::string error;
+    switch (c.op) {
+      case Op::kPluginStream:
+        error = PluginStreamRecv(*plugin, s, c.size, c.iters);
+        break;
+      case Op::kPluginPingPong:
+        error = PluginPong(*plugin, s, c.size, c.iters);
+        break;
+      case Op::kRawStream:
+        error = RawStreamRecv(raw, s, c.size, c.iters, setup.stripe_min);
+        break;
+      case Op::kRawPingPong:
+        error = RawPong(raw, s, c.size, c.iters);
+        break;
+      default:
+        error = "unknown command " + std::to_string(static_cast<uint32_t>(c.op));
+    }
+    Verdict v{};
+    v.ok = error.empty();
+    std::snprintf(v.error, sizeof(v.error), "%s", error.c_str());
+    WriteFull(to_parent, &v, sizeof(v));
+  }
+}
+
+// Owns the forked peer: kills and reaps it unless it was reaped after a clean exit.
+class PeerProcess {
+ public:
+  explicit PeerProcess(const SharedSetup& setup) {
+    int down[2], up[2];
+    if (pipe(down) != 0) throw std::runtime_error(ErrnoMessage("pipe", errno));
+    if (pipe(up) != 0) {
+      int e = errno;
+      close(down[0]);
+      close(down[1]);
+      throw std::runtime_error(ErrnoMessage("pipe", e));
+    }
+    std::fflush(nullptr);
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error(ErrnoMessage("fork", errno));
+    if (pid_ == 0) {
+      close(down[1]);
+      close(up[0]);
+      int rc = 1;
+      try {
+        rc = PeerMain(setup, down[0], up[1]);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "flexiforce bench (peer): %s\n", e.what());
+        rc = 3;
+      }
+      _exit(rc);
+    }
+    close(down[0]);
+    close(up[1]);
+    to_peer_ = down[1];
+    from_peer_ = up[0];
+  }
+  ~PeerProcess() {
+    if (!reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(to_peer_);
+    close(from_peer_);
+  }
+  PeerProcess(const PeerProcess&) = delete;
+  PeerProcess& operator=(const PeerProcess&) = delete;
+
+  int to_peer() const { return to_peer_; }
+  int from_peer() const { return from_peer_; }
+  void Read(void* p, size_t n) {
+    if (!ReadFull(from_peer_, p, n)) throw std::runtime_error("the peer process exited unexpectedly");
+  }
+  void Send(const Command& c) { WriteFull(to_peer_, &c, sizeof(c)); }
+  // Waits for the peer's verdict on the last command; throws with its error.
+  void Expect(const char* what, uint64_t size) {
+    Verdict v{};
+    Read(&v, sizeof(v));
+    if (!v.ok) throw std::runtime_error(std::string(what) + " at " + std::to_string(size) + " bytes: " + v.error);
+  }
+  int Finish() {
+    Command c{Op::kQuit, 0, 0, 0};
+    Send(c);
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    reaped_ = true;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_peer_ = -1, from_peer_ = -1;
+  bool reaped_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The driver (parent side).
+
+struct Row {
+  uint64_t size = 0;
+  uint64_t stream_iters = 0, rtt_iters = 0;
+  double plugin_gbps = NAN, raw_gbps = NAN;
+  double plugin_rtt_us = NAN, raw_rtt_us = NAN;
+};
+
+double Ratio(double a, double b) { return std::isnan(a) || std::isnan(b) || b == 0 ? NAN : a / b; }
+
+std::string HumanBytes(uint64_t n) {
+  if (n >= kMiB && n % kMiB == 0) return std::to_string(n / kMiB) + " MiB";
+  if (n >= kKiB && n % kKiB == 0) return std::to_string(n / kKiB) + " KiB";
+  return std::to_string(n) + " B";
+}
+
+class Driver {
+ public:
+  Driver(const SharedSetup& setup, PeerProcess& peer)
+      : setup_(setup), o_(setup.opts), peer_(peer), slots_(std::max(o_.window, 2), o_.max_bytes) {}
+
+  std::string Connect() {
+    std::string device;
+    if (UsesPlugin(o_.mode)) {
+      plugin_ = std::make_unique<PluginEndpoint>(o_.plugin_path);
+      device = plugin_->device();
+      char theirs[FF_NCCL_NET_HANDLE_MAXSIZE] = {}, mine[FF_NCCL_NET_HANDLE_MAXSIZE] = {};
+      peer_.Read(theirs, sizeof(theirs));
+      plugin_->Listen(mine);
+      WriteFull(peer_.to_peer(), mine, sizeof(mine));
+      plugin_->Connect(theirs);
+      plugin_->Accept();
+      plugin_->Register(slots_);
+    }
+    if (UsesRaw(o_.mode)) {
+      uint16_t port = 0;
+      peer_.Read(&port, sizeof(port));
+      raw_.ConnectAll(port, setup_.streams);
+    }
+    return device;
+  }
+
+  double Stream(bool plugin, uint64_t size, uint64_t iters) {
+    peer_.Send({plugin ? Op::kPluginStream : Op::kRawStream, 0, size, iters});
+    double secs = plugin ? PluginStreamSend(*plugin_, slots_, size, iters)
+                         : RawStreamSend(raw_, slots_, size, iters, setup_.stripe_min);
+    peer_.Expect(plugin ? "plugin stream" : "raw stream", size);
+    return secs;
+  }
+
+  double PingPong(bool plugin, uint64_t size, uint64_t iters) {
+    peer_.Send({plugin ? Op::kPluginPingPong : Op::kRawPingPong, 0, size, iters});
+    double secs = plugin ? PluginPing(*plugin_, slots_, size, iters) : RawPing(raw_, slots_, size, iters);
+    peer_.Expect(plugin ? "plugin ping-pong" : "raw ping-pong", size);
+    return secs;
+  }
+
+  // Picks iterations so the slower transport runs ~kTargetSeconds; the probes double as warm-up.
+  // `per_iter_cost` runs a probe of n iterations on one transport and returns its seconds.
+  template <typename Probe>
+  uint64_t Calibrate(uint64_t start, Probe probe) {
+    uint64_t n = start;
+    for (;;) {
+      double worst = 0;
+      for (bool plugin : Transports()) worst = std::max(worst, probe(plugin, n));
+      if (worst >= 0.02 || n >= kMaxAutoIters) {
+        double per = worst / static_cast<double>(n);
+        double want = per > 0 ? kTargetSeconds / per : static_cast<double>(kMaxAutoIters);
+        return std::clamp<uint64_t>(static_cast<uint64_t>(want), kMinAutoIters, kMaxAutoIters);
+      }
+      n *= 8;
+    }
+  }
+
+  Row Measure(uint64_t size) {
+    Row row;
+    row.size = size;
+    const uint64_t window = static_cast<uint64_t>(o_.window);
+    auto stream_probe = [&](bool plugin, uint64_t n) { return Stream(plugin, size, n); };
+    // Large messages start with a short probe: a few already take tens of milliseconds.
+    const uint64_t first_probe = std::clamp<uint64_t>(16 * kMiB / size, 4, std::max<uint64_t>(2 * window, 8));
+    row.stream_iters = o_.iters ? o_.iters : Calibrate(first_probe, stream_probe);
+    if (o_.iters) {
+      for (bool plugin : Transports()) Stream(plugin, size, std::min<uint64_t>(o_.iters, 2 * window));  // warm-up
+    }
+    for (bool plugin : Transports()) {
+      double secs = Stream(plugin, size, row.stream_iters);
+      double gbps = static_cast<double>(size) * static_cast<double>(row.stream_iters) / secs / 1e9;
+      (plugin ? row.plugin_gbps : row.raw_gbps) = gbps;
+    }
+    if (size <= kRttMaxBytes) {
+      auto rtt_probe = [&](bool plugin, uint64_t n) { return PingPong(plugin, size, n) * static_cast<double>(n); };
+      row.rtt_iters = o_.iters ? o_.iters : Calibrate(16, rtt_probe);
+      if (o_.iters) {
+        for (bool plugin : Transports()) PingPong(plugin, size, std::min<uint64_t>(o_.iters, 16));
+      }
+      for (bool plugin : Transports()) {
+        double us = PingPong(plugin, size, row.rtt_iters) * 1e6;
+        (plugin ? row.plugin_rtt_us : row.raw_rtt_us) = us;
+      }
+    }
+    return row;
+  }
+
+ private:
+  // Plugin first, then raw, for every measurement: the alternation that keeps drift fair.
+  std::vector<bool> Transports() const {
+    std::vector<bool> t;
+    if (UsesPlugin(o_.mode)) t.push_back(true);
+    if (UsesRaw(o_.mode)) t.push_back(false);
+    return t;
+  }
+
+  const SharedSetup& setup_;
+  const Options& o_;
+  PeerProcess& peer_;
+  Slots slots_;
+  std::unique_ptr<PluginEndpoint> plugin_;
+  RawEndpoint raw_;
+};
+
+std::string Cell(double v, const char* fmt) {
+  if (std::isnan(v)) return "-";
+  char b[32];
+  std::snprintf(b, sizeof(b), fmt, v);
+  return b;
+}
+
+void PrintRow(const Row& r) {
+  std::printf("%10s | %11s | %8s | %6s | %13s | %10s | %6s\n", HumanBytes(r.size).c_str(),
+              Cell(r.plugin_gbps, "%.3f").c_str(), Cell(r.raw_gbps, "%.3f").c_str(),
+              Cell(Ratio(r.plugin_gbps, r.raw_gbps), "%.2f").c_str(), Cell(r.plugin_rtt_us, "%.1f").c_str(),
+              Cell(r.raw_rtt_us, "%.1f").c_str(), Cell(Ratio(r.plugin_rtt_us, r.raw_rtt_us), "%.2f").c_str());
+  std::fflush(stdout);
+}
+
+nlohmann::json JsonNumber(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+// Target verdicts over the measured rows; "met" is null when the run did not cover a target.
+nlohmann::json Targets(const std::vector<Row>& rows) {
+  nlohmann::json tput = {{"description", "plugin throughput >= 90% of raw for messages >= 1 MiB"},
+                         {"min_ratio", 0.9}};
+  double worst = NAN;
+  uint64_t worst_size = 0;
+  for (const Row& r : rows) {
+    double q = Ratio(r.plugin_gbps, r.raw_gbps);
+    if (r.size >= kMiB && !std::isnan(q) && (std::isnan(worst) || q < worst)) worst = q, worst_size = r.size;
+  }
+  tput["worst_ratio"] = JsonNumber(worst);
+  tput["worst_size"] = std::isnan(worst) ? nlohmann::json(nullptr) : nlohmann::json(worst_size);
+  tput["met"] = std::isnan(worst) ? nlohmann::json(nullptr) : nlohmann::json(worst >= 0.9);
+  nlohmann::json rtt = {{"description", "plugin 8 B round trip <= 1.3x raw"}, {"max_ratio", 1.3}};
+  double q8 = NAN;
+  for (const Row& r : rows)
+    if (r.size == 8) q8 = Ratio(r.plugin_rtt_us, r.raw_rtt_us);
+  rtt["ratio"] = JsonNumber(q8);
+  rtt["met"] = std::isnan(q8) ? nlohmann::json(nullptr) : nlohmann::json(q8 <= 1.3);
+  return {{"throughput", tput}, {"rtt_8b", rtt}};
+}
+
+void PrintTargets(const nlohmann::json& t) {
+  auto verdict = [](const nlohmann::json& met) { return met.is_null() ? "not measured" : met.get<bool>() ? "MET" : "MISSED"; };
+  const auto& tp = t["throughput"];
+  std::printf("target throughput >= 0.90x raw for >= 1 MiB: %s", verdict(tp["met"]));
+  if (!tp["worst_ratio"].is_null())
+    std::printf(" (worst %.2fx at %s)", tp["worst_ratio"].get<double>(),
+                HumanBytes(tp["worst_size"].get<uint64_t>()).c_str());
+  const auto& rt = t["rtt_8b"];
+  std::printf("\ntarget 8 B round trip <= 1.30x raw: %s", verdict(rt["met"]));
+  if (!rt["ratio"].is_null()) std::printf(" (%.2fx)", rt["ratio"].get<double>());
+  std::printf("\n");
+}
+
+}  // namespace
+
+int RunBenchCommand(int argc, char** argv) {
+  int exit_code = 0;
+  std::optional<Options> parsed = ParseOptions(argc, argv, &exit_code);
+  if (!parsed) return exit_code;
+  SharedSetup setup{*parsed, 0, 0};
+  Options& o = setup.opts;
+  if (o.plugin_path.empty()) o.plugin_path = testing::DefaultPluginPath();
+  // The plugin reads its knobs at init in each process; set ours before the fork so both see it.
+  if (o.paths > 0) setenv("FLEXIFORCE_PATHS", std::to_string(o.paths).c_str(), 1);
+  auto knobs = ConfigRegistry::Resolve([](const char* n) { return std::getenv(n); });
+  for (const auto& k : knobs)
+    if (!k.error.empty()) std::fprintf(stderr, "flexiforce bench: warning: %s\n", k.error.c_str());
+  Config cfg = ConfigRegistry::ToConfig(knobs);
+  setup.streams = cfg.paths_per_connection;
+  setup.stripe_min = static_cast<uint64_t>(cfg.stripe_min_bytes);
+
+  std::vector<Row> rows;
+  std::string device;
+  Clock::time_point start = Clock::now();
+  try {
+    PeerProcess peer(setup);
+    Driver driver(setup, peer);
+    device = driver.Connect();
+    if (!o.json) {
+      std::printf("flexiforce bench: plugin %s (device %s), %d path(s) = %d raw stream(s) on 127.0.0.1, window %d, "
+                  "iters %s\n\n",
+                  UsesPlugin(o.mode) ? o.plugin_path.c_str() : "(not used)", device.empty() ? "-" : device.c_str(),
+                  setup.streams, setup.streams, o.window, o.iters ? std::to_string(o.iters).c_str() : "auto");
+      std::printf("%10s | %11s | %8s | %6s | %13s | %10s | %6s\n", "size", "plugin GB/s", "raw GB/s", "ratio",
+                  "plugin RTT us", "raw RTT us", "ratio");
+      std::printf("-----------+-------------+----------+--------+---------------+------------+-------\n");
+    }
+    for (uint64_t size = o.min_bytes; size <= o.max_bytes; size *= 2) {
+      rows.push_back(driver.Measure(size));
+      if (!o.json) PrintRow(rows.back());
+    }
+    int rc = peer.Finish();
+    if (rc != 0) throw std::runtime_error("the peer process exited with status " + std::to_string(rc));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "flexiforce bench: FAILED: %s\n", e.what());
+    return 1;
+  }
+  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  nlohmann::json targets = Targets(rows);
+  if (!o.json) {
+    std::printf("\n");
+    if (o.mode == Mode::kBoth) PrintTargets(targets);
+    std::printf("all %zu sizes transferred and checked in %.1f s\n", rows.size(), elapsed);
+    return 0;
+  }
+  static const char* kModes[] = {"both", "plugin", "raw"};
+  nlohmann::json out;
+  out["config"] = {{"min_bytes", o.min_bytes},
+                   {"max_bytes", o.max_bytes},
+                   {"iters", o.iters ? nlohmann::json(o.iters) : nlohmann::json("auto")},
+                   {"window", o.window},
+                   {"paths", setup.streams},
+                   {"raw_streams", setup.streams},
+                   {"stripe_min_bytes", setup.stripe_min},
+                   {"mode", kModes[static_cast<int>(o.mode)]},
+                   {"plugin", UsesPlugin(o.mode) ? nlohmann::json(o.plugin_path) : nlohmann::json(nullptr)},
+                   {"plugin_device", device.empty() ? nlohmann::json(nullptr) : nlohmann::json(device)},
+                   {"raw_address", "127.0.0.1"},
+                   {"rtt_max_bytes", kRttMaxBytes}};
+  nlohmann::json results = nlohmann::json::array();
+  for (const Row& r : rows) {
+    results.push_back({{"size", r.size},
+                       {"stream_iters", r.stream_iters},
+                       {"rtt_iters", r.rtt_iters ? nlohmann::json(r.rtt_iters) : nlohmann::json(nullptr)},
+                       {"plugin_gbps", JsonNumber(r.plugin_gbps)},
+                       {"raw_gbps", JsonNumber(r.raw_gbps)},
+                       {"throughput_ratio", JsonNumber(Ratio(r.plugin_gbps, r.raw_gbps))},
+                       {"plugin_rtt_us", JsonNumber(r.plugin_rtt_us)},
+                       {"raw_rtt_us", JsonNumber(r.raw_rtt_us)},
+                       {"rtt_ratio", JsonNumber(Ratio(r.plugin_rtt_us, r.raw_rtt_us))}});
+  }
+  out["results"] = results;
+  out["targets"] = targets;
+  out["ok"] = true;
+  out["elapsed_s"] = elapsed;
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace ff
