@@ -119,73 +119,86 @@ int LaunchLocal(const Options& o, Backend backend, const std::string& result_fil
   return result;
 }
 
+// Runs one sweep point through one backend with rank 0's JSON going to a file; returns the exit code.
+static int RunQuietly(const Options& o, Backend backend, const std::string& file, nlohmann::json* report) {
+  // Rank 0 also prints JSON to stdout; the comparison reads the file instead.
+  std::fflush(stdout);
+  int saved = dup(STDOUT_FILENO);
+  int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  dup2(devnull, STDOUT_FILENO);
+  int code = LaunchLocal(o, backend, file);
+  dup2(saved, STDOUT_FILENO);
+  close(saved);
+  close(devnull);
+  std::ifstream f(file);
+  *report = f ? nlohmann::json::parse(f, nullptr, false) : nlohmann::json();
+  std::filesystem::remove(file);
+  return code;
+}
+
 int BenchCompare(const Options& o) {
   char tmpl[] = "/tmp/ff-collective-bench.XXXXXX";
   if (!mkdtemp(tmpl)) throw DriverError(std::string("mkdtemp: ") + std::strerror(errno));
   const std::string dir = tmpl;
-  const std::string files[2] = {dir + "/plugin.json", dir + "/raw.json"};
   const Backend backends[2] = {Backend::kPlugin, Backend::kRaw};
-  Options quiet = o;
-  quiet.json = true;  // keep the ranks' own tables out of the comparison output
-  int codes[2];
-  nlohmann::json runs[2];
-  for (int i = 0; i < 2; ++i) {
-    std::fprintf(stderr, "ff-collective: bench-compare: running the sweep with --backend %s\n",
-                 BackendName(backends[i]).c_str());
-    // Rank 0 also prints JSON to stdout; the comparison reads the file instead.
-    std::fflush(stdout);
-    int saved = dup(STDOUT_FILENO);
-    int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    dup2(devnull, STDOUT_FILENO);
-    codes[i] = LaunchLocal(quiet, backends[i], files[i]);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
-    close(devnull);
-    std::ifstream f(files[i]);
-    if (f) runs[i] = nlohmann::json::parse(f, nullptr, false);
-    std::filesystem::remove(files[i]);
-  }
-  std::filesystem::remove(dir);
 
   nlohmann::json out;
   out["tool"] = "ff-collective bench-compare";
   out["ranks"] = o.nranks;
-  out["plugin"] = runs[0];
-  out["raw"] = runs[1];
   out["comparison"] = nlohmann::json::array();
-  auto results = [](const nlohmann::json& j) {
-    return j.is_object() && j.contains("results") ? j["results"] : nlohmann::json::array();
-  };
-  auto pr = results(runs[0]);
-  auto rr = results(runs[1]);
-  if (!o.json) {
-    std::printf("# ff-collective bench-compare: %d ranks, busbw through the plugin vs raw TCP sockets\n", o.nranks);
-    if (runs[0].is_object()) std::printf("# plugin: %s\n", runs[0].value("transport", "?").c_str());
-    if (runs[1].is_object()) std::printf("# raw:    %s\n", runs[1].value("transport", "?").c_str());
-    std::printf("# %10s %13s %16s %16s %8s\n", "coll", "size(B)", "plugin(GB/s)", "raw(GB/s)", "ratio");
-  }
-  for (size_t i = 0; i < pr.size() && i < rr.size(); ++i) {
-    const double p = pr[i].value("busbw_gbps", 0.0), r = rr[i].value("busbw_gbps", 0.0);
-    const double ratio = r > 0 ? p / r : 0.0;
-    out["comparison"].push_back({{"coll", pr[i].value("coll", "")},
-                                 {"bytes", pr[i].value("bytes", 0)},
-                                 {"plugin_busbw_gbps", p},
-                                 {"raw_busbw_gbps", r},
-                                 {"ratio", ratio}});
-    if (!o.json) {
-      std::printf("  %10s %13zu %16.3f %16.3f %7.1f%%\n", pr[i].value("coll", "").c_str(),
-                  pr[i].value("bytes", size_t{0}), p, r, 100.0 * ratio);
+  int result = kExitOk;
+  bool header = false;
+  // Sizes alternate between the backends (plugin, raw, next size ...) so that a change in
+  // machine load hits both sides of a ratio alike instead of one whole sweep.
+  for (auto coll : o.colls) {
+    for (size_t b = o.min_bytes; b <= o.max_bytes; b *= 2) {
+      Options point = o;
+      point.json = true;
+      point.colls = {coll};
+      point.min_bytes = point.max_bytes = b;
+      nlohmann::json runs[2];
+      for (int i = 0; i < 2; ++i) {
+        int code = RunQuietly(point, backends[i], dir + "/" + BackendName(backends[i]) + ".json", &runs[i]);
+        if (code != kExitOk) {
+          std::fprintf(stderr, "ff-collective: bench-compare: %s %zu B with --backend %s failed (exit %d)\n",
+                       CollName(coll).c_str(), b, BackendName(backends[i]).c_str(), code);
+          if (result == kExitOk) result = code;
+        }
+      }
+      auto first = [](const nlohmann::json& j) {
+        return j.is_object() && j.contains("results") && !j["results"].empty() ? j["results"][0] : nlohmann::json();
+      };
+      const auto pr = first(runs[0]), rr = first(runs[1]);
+      if (!o.json && !header) {
+        header = true;
+        std::printf("# ff-collective bench-compare: %d ranks, busbw through the plugin vs raw TCP sockets\n", o.nranks);
+        std::printf("# plugin: %s\n", runs[0].is_object() ? runs[0].value("transport", "?").c_str() : "(failed)");
+        std::printf("# raw:    %s\n", runs[1].is_object() ? runs[1].value("transport", "?").c_str() : "(failed)");
+        std::printf("# %10s %13s %13s %13s %13s %8s\n", "coll", "size(B)", "plugin(us)", "plugin(GB/s)", "raw(GB/s)",
+                    "ratio");
+      }
+      const double p = pr.is_object() ? pr.value("busbw_gbps", 0.0) : 0.0;
+      const double r = rr.is_object() ? rr.value("busbw_gbps", 0.0) : 0.0;
+      const double ratio = r > 0 ? p / r : 0.0;
+      const size_t bytes = pr.is_object() ? pr.value("bytes", size_t{0}) : b;
+      out["comparison"].push_back({{"coll", CollName(coll)},
+                                   {"bytes", bytes},
+                                   {"plugin", pr},
+                                   {"raw", rr},
+                                   {"plugin_busbw_gbps", p},
+                                   {"raw_busbw_gbps", r},
+                                   {"ratio", ratio}});
+      if (!o.json) {
+        std::printf("  %10s %13zu %13.1f %13.3f %13.3f %7.1f%%\n", CollName(coll).c_str(), bytes,
+                    pr.is_object() ? pr.value("time_us", 0.0) : 0.0, p, r, 100.0 * ratio);
+        std::fflush(stdout);
+      }
     }
   }
-  out["ok"] = codes[0] == 0 && codes[1] == 0;
+  std::filesystem::remove(dir);
+  out["ok"] = result == kExitOk;
   if (o.json) std::printf("%s\n", out.dump(2).c_str());
-  for (int i = 0; i < 2; ++i) {
-    if (codes[i] != 0) {
-      std::fprintf(stderr, "ff-collective: bench-compare: the %s run failed (exit %d)\n",
-                   BackendName(backends[i]).c_str(), codes[i]);
-    }
-  }
-  return codes[0] != 0 ? codes[0] : codes[1];
+  return result;
 }
 
 }  // namespace ff::collective

@@ -9,7 +9,7 @@ namespace ff::collective {
 // failing rank's exit code. A rank left running after another failed is killed after a grace period.
 int LaunchLocal(const Options& o, Backend backend, const std::string& result_file);
 
-// Runs the sweep through the plugin and then raw sockets and prints busbw side by side with the ratio.
+// Runs every sweep point through the plugin and then raw sockets (alternating) and prints busbw and the ratio.
 int BenchCompare(const Options& o);
 
 }  // namespace ff::collective
