@@ -4,11 +4,33 @@
 #include <cstring>
 
 #include "plugin/logging.h"
+#include "sla/profiler_event_pool.h"
 
 namespace ff {
 
 Comm::Comm(std::vector<std::unique_ptr<StreamPath>> paths, const CommOptions& opts, std::string peer)
-    : paths_(std::move(paths)), opts_(opts), peer_(std::move(peer)) {}
+    : paths_(std::move(paths)), opts_(opts), peer_(std::move(peer)) {
+  stats_slots_.fill(sla::StatsTable::kInvalid);
+}
+
+uint16_t Comm::Classify(void* phandle) const {
+  sla::CollectiveAttribution prof;
+  if (phandle != nullptr) prof = sla::AttributeNetEvent(phandle);
+  uint32_t op = opts_.net_attr ? opts_.net_attr->op : sla::kNetAttrUndefined;
+  uint32_t algo = opts_.net_attr ? opts_.net_attr->algo : sla::kNetAttrUndefined;
+  return static_cast<uint16_t>(sla::ChooseAttribution(prof, op, algo).collective);
+}
+
+void Comm::Record(uint16_t collective, uint64_t bytes, uint64_t latency_ns, sla::Direction dir) {
+  if (opts_.stats == nullptr) return;
+  size_t idx = collective <= 10 ? collective : collective == static_cast<uint16_t>(sla::Collective::kMixed) ? 11 : 12;
+  uint32_t& slot = stats_slots_[idx];
+  if (slot == sla::StatsTable::kInvalid) {
+    sla::StatsKey key{opts_.task, static_cast<sla::Collective>(collective), peer_, opts_.path_id};
+    slot = opts_.stats->Resolve(key);
+  }
+  opts_.stats->Record(slot, bytes, latency_ns, dir);
+}
 
 int Comm::alive_paths() const {
   int n = 0;
@@ -49,6 +71,12 @@ bool Comm::HandlePump(StreamPath& p, PumpResult r) {
     case PumpResult::kStalled:
       return true;
     case PumpResult::kClosed:
+      // The peer may have finished and closed while its last acknowledgement waits on another path:
+      // read the other paths before calling this a failure.
+      if (ExpectingTraffic()) {
+        for (auto& q : paths_)
+          if (q.get() != &p && q->alive()) (void)q->PumpRx(*this);
+      }
       if (!ExpectingTraffic()) {
         // An orderly close with nothing outstanding is not an error; the path is simply gone.
         p.MarkDead();

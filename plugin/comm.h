@@ -1,14 +1,17 @@
 // Transport-independent communicator core shared by the send and receive sides: paths, errors, pause gate.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "plugin/nccl_net_abi.h"
 #include "plugin/pause_gate.h"
 #include "plugin/status.h"
 #include "plugin/stream_path.h"
+#include "sla/task_stats.h"
 
 namespace ff {
 
@@ -19,6 +22,11 @@ struct CommOptions {
   int max_queued_chunks = 2;
   uint64_t task_hash = 0;
   uint32_t sla_us = 0;
+  // Telemetry: where per-collective statistics go and what the context last said via setNetAttr.
+  sla::StatsTable* stats = nullptr;
+  std::string task;
+  uint32_t path_id = 0;
+  const ncclNetAttr_t* net_attr = nullptr;
 };
 
 class Comm : public FrameSink {
@@ -40,6 +48,9 @@ class Comm : public FrameSink {
   // A path failed: mark it dead. Returns false when no path is left (the communicator has failed).
   bool PathDown(StreamPath& p, const std::string& why);
   StreamPath* FirstAlive();
+  // Collective of a message: the profiler's attribution, else setNetAttr's op bits, else unknown.
+  uint16_t Classify(void* phandle) const;
+  void Record(uint16_t collective, uint64_t bytes, uint64_t latency_ns, sla::Direction dir);
   // Called after a path died while others remain: the sender re-sends what was not acknowledged.
   virtual void OnPathLost() {}
   // Handles a PumpRx result; false when the communicator must stop processing this round.
@@ -54,6 +65,7 @@ class Comm : public FrameSink {
   PauseGate gate_;
   Status error_;
   std::string reject_reason_;  // set by OnHeader when it rejects a frame
+  std::array<uint32_t, 16> stats_slots_;  // per collective, resolved on first use
 };
 
 }  // namespace ff

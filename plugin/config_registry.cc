@@ -38,6 +38,10 @@ const std::vector<KnobSpec> kSpecs = {
     {"FLEXIFORCE_TRAFFIC_CLASS", KnobType::kInt, "-1", -1, 255,
      "IP TOS byte for every path (-1: derive from the SLA level when steering, else leave unset); "
      "a communicator's ncclConfig trafficClass wins over this"},
+    {"FLEXIFORCE_STATS", KnobType::kBool, "1", 0, 1,
+     "keep per-task, per-collective statistics in shared memory for `flexiforce stats` (1) or not (0)"},
+    {"FLEXIFORCE_STATS_DIR", KnobType::kString, "/dev/shm", 0, 0,
+     "directory of the statistics file flexiforce-stats-<pid>"},
     {"FLEXIFORCE_TOPOLOGY", KnobType::kString, "", 0, 0,
      "fabric topology JSON for the path oracle; empty: derive a graph from the interfaces"},
     {"NCCL_SOCKET_IFNAME", KnobType::kString, "", 0, 0,
@@ -158,6 +162,8 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.max_queued_chunks = static_cast<int>(num("FLEXIFORCE_QUEUED_CHUNKS"));
   c.traffic_class = static_cast<int>(num("FLEXIFORCE_TRAFFIC_CLASS"));
   c.topology_file = str("FLEXIFORCE_TOPOLOGY");
+  c.stats_enabled = num("FLEXIFORCE_STATS") != 0;
+  c.stats_dir = str("FLEXIFORCE_STATS_DIR");
   c.socket_ifname = str("NCCL_SOCKET_IFNAME");
   c.socket_family = str("NCCL_SOCKET_FAMILY");
   return c;

@@ -42,6 +42,8 @@ struct Config {
   int max_queued_chunks;
   int traffic_class;
   std::string topology_file;
+  bool stats_enabled;
+  std::string stats_dir;
   std::string socket_ifname;  // NCCL_SOCKET_IFNAME
   std::string socket_family;  // NCCL_SOCKET_FAMILY
 };

@@ -10,6 +10,8 @@
 
 #include "plugin/listen_handle.h"
 #include "plugin/logging.h"
+#include "plugin/path_planner.h"
+#include "sla/traffic_class.h"
 #include "plugin/plugin_state.h"
 #include "tcp/interfaces.h"
 #include "tcp/tcp_stream.h"
@@ -21,6 +23,8 @@ struct PathAttempt {
   tcp::Socket socket;
   sockaddr_storage local{};
   sockaddr_storage remote{};
+  uint16_t sport_lo = 0;
+  uint16_t sport_hi = 0;
   enum class Stage { kConnecting, kHello, kDone } stage = Stage::kConnecting;
   FrameHeader hello{};
   uint32_t sent = 0;
@@ -30,6 +34,8 @@ struct PendingConnect {
   ListenHandle handle;
   uint64_t conn_id = 0;
   int tos = -1;
+  NetContext* ctx = nullptr;
+  PathPlan plan;
   std::vector<PathAttempt> paths;
   std::chrono::steady_clock::time_point deadline;
 };
@@ -61,15 +67,11 @@ void Forget(void* handle, PendingConnect* p) {
   delete p;
 }
 
-Status StartPath(PathAttempt& a, int tos) {
-  Status s = tcp::StartConnect(a.remote, &a.local, 0, 0, &a.socket);
-  (void)tos;
-  return s;
-}
+Status StartPath(PathAttempt& a) { return tcp::StartConnect(a.remote, &a.local, a.sport_lo, a.sport_hi, &a.socket); }
 
 }  // namespace
 
-Status ConnectStep(NetContext* ctx, int dev, void* handle, std::unique_ptr<SendComm>* out) {
+Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::unique_ptr<SendComm>* out) {
   out->reset();
   PluginState& st = PluginState::Get();
   const Config& cfg = st.config();
@@ -85,18 +87,31 @@ Status ConnectStep(NetContext* ctx, int dev, void* handle, std::unique_ptr<SendC
     if (getrandom(&fresh->conn_id, sizeof(fresh->conn_id), 0) != sizeof(fresh->conn_id))
       return SystemError(ErrnoMessage("getrandom", errno));
     fresh->deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.connect_timeout_ms);
-    int tc = ctx->traffic_class != FF_NCCL_NET_TRAFFIC_CLASS_UNDEF ? ctx->traffic_class : cfg.traffic_class;
-    fresh->tos = tc;
-    std::vector<int> order = st.PathOrder(dev);
+    TaskProfile& task = st.task();
+    sla::TrafficClassInputs tci;
+    tci.steer = task.steer;
+    tci.comm_config = config_tc != FF_NCCL_NET_TRAFFIC_CLASS_UNDEF ? config_tc : ctx->traffic_class;
+    tci.knob = cfg.traffic_class;
+    tci.level = task.level;
+    sla::TrafficClassDecision tcd = sla::DecideTrafficClass(tci);
+    fresh->tos = tcd.tos;
+    fresh->ctx = ctx;
     const int npaths = cfg.paths_per_connection;
+    fresh->plan = PlanPaths(dev, fresh->handle, npaths, task);
+    FF_INFO(NCCL_NET, "connect to %s: task %s %s, TOS %d (%s); paths: %s",
+            tcp::PeerToString(fresh->handle.addrs[0]).c_str(), task.decl.task.id.c_str(), sla::SlaLevelName(task.level),
+            tcd.tos, sla::TrafficClassSourceName(tcd.source), fresh->plan.summary.c_str());
+    if (!fresh->plan.sla_attainable) {
+      FF_INFO(NCCL_NET, "SLA %u us unattainable on every path to %s; using the best path anyway", task.sla_us,
+              tcp::PeerToString(fresh->handle.addrs[0]).c_str());
+      if (task.stats && task.stats_task != sla::StatsTable::kInvalid) task.stats->AddSlaUnattainable(task.stats_task);
+    }
     for (int i = 0; i < npaths; ++i) {
       PathAttempt a;
-      a.remote = fresh->handle.addrs[i % fresh->handle.addrs.size()];
-      // Pair the i-th local interface with the i-th remote address; fall back to one of the same family.
-      int local = order[i % order.size()];
-      if (st.devices()[local].addr.ss_family != a.remote.ss_family) local = dev;
-      a.local = st.devices()[local].addr;
-      if (a.local.ss_family != a.remote.ss_family) a.remote = fresh->handle.addrs[0];
+      a.local = fresh->plan.paths[i].local;
+      a.remote = fresh->plan.paths[i].remote;
+      a.sport_lo = fresh->plan.paths[i].sport_lo;
+      a.sport_hi = fresh->plan.paths[i].sport_hi;
       FrameHeader& h = a.hello;
       h.type = static_cast<uint8_t>(FrameType::kHello);
       h.path = static_cast<uint16_t>(i);
@@ -105,8 +120,9 @@ Status ConnectStep(NetContext* ctx, int dev, void* handle, std::unique_ptr<SendC
       h.offset = fresh->handle.secret;
       h.total = static_cast<uint64_t>(npaths);
       h.task_hash = static_cast<uint64_t>(cfg.chunk_bytes);
+      h.sla_us = task.sla_us;
       SealHeader(&h);
-      Status s = StartPath(a, tc);
+      Status s = StartPath(a);
       if (!s.ok()) return s;
       fresh->paths.push_back(std::move(a));
     }
@@ -123,7 +139,7 @@ Status ConnectStep(NetContext* ctx, int dev, void* handle, std::unique_ptr<SendC
         if ((err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH) &&
             std::chrono::steady_clock::now() < pc->deadline) {
           a.socket.reset();
-          Status s = StartPath(a, pc->tos);  // the listener may not be up yet; try again
+          Status s = StartPath(a);  // the listener may not be up yet; try again
           if (!s.ok()) {
             Forget(handle, pc);
             return s;
@@ -183,6 +199,13 @@ Status ConnectStep(NetContext* ctx, int dev, void* handle, std::unique_ptr<SendC
   opts.chunk_bytes = static_cast<uint64_t>(cfg.chunk_bytes);
   opts.stripe_min_bytes = static_cast<uint64_t>(cfg.stripe_min_bytes);
   opts.max_queued_chunks = cfg.max_queued_chunks;
+  TaskProfile& task = st.task();
+  opts.task_hash = task.task_hash;
+  opts.sla_us = task.sla_us;
+  opts.stats = task.stats.get();
+  opts.task = task.decl.task.id;
+  opts.path_id = pc->plan.path_id;
+  opts.net_attr = &pc->ctx->attr;
   std::string peer = tcp::PeerToString(pc->handle.addrs[0]);
   *out = std::make_unique<SendComm>(std::move(paths), opts, peer);
   FF_INFO(NCCL_NET, "connected to %s with %zu path(s)", peer.c_str(), pc->paths.size());

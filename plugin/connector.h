@@ -11,6 +11,6 @@ struct NetContext;
 
 // Call repeatedly with the same handle until *out is set or an error returns. Progress is kept in
 // the handle's reserved bytes, as NCCL expects of connect().
-Status ConnectStep(NetContext* ctx, int dev, void* handle, std::unique_ptr<SendComm>* out);
+Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::unique_ptr<SendComm>* out);
 
 }  // namespace ff

@@ -132,6 +132,12 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     }
     CommOptions opts;
     opts.chunk_bytes = g.chunk_bytes;
+    TaskProfile& task = PluginState::Get().task();
+    opts.task_hash = task.task_hash;
+    opts.sla_us = task.sla_us;
+    opts.stats = task.stats.get();
+    opts.task = task.decl.task.id;
+    opts.net_attr = &ctx_->attr;
     std::string peer = paths[0]->stream().Describe();
     *out = std::make_unique<RecvComm>(std::move(paths), opts, peer);
     FF_INFO(NCCL_NET, "accepted connection from %s with %d path(s)", peer.c_str(), g.npaths);

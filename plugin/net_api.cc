@@ -120,10 +120,8 @@ Status Connect(void* ctx, int dev, const ncclNetCommConfig_t* config, void* hand
   *send_comm = nullptr;
   NetContext* c = ContextOf(ctx);
   if (c == nullptr) return InvalidArgument("connect: not a context returned by init");
-  NetContext local = *c;
-  if (config != nullptr) local.traffic_class = config->trafficClass;
   std::unique_ptr<SendComm> comm;
-  Status s = ConnectStep(&local, dev, handle, &comm);
+  Status s = ConnectStep(c, config ? config->trafficClass : FF_NCCL_NET_TRAFFIC_CLASS_UNDEF, dev, handle, &comm);
   if (!s.ok() || !comm) return s;
   auto* h = new SendHandle;
   h->comm = std::move(comm);

@@ -1,6 +1,7 @@
 // Device discovery at init, logged one line per device as NCCL's own transports do.
 #include "plugin/plugin_state.h"
 
+#include <cstring>
 #include <mutex>
 
 #include "plugin/logging.h"
@@ -42,6 +43,8 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
   }
   FF_INFO(NCCL_INIT | NCCL_NET, "Using [%s], %d path(s) per connection, chunk %lld bytes", list.c_str(),
           config_->paths_per_connection, static_cast<long long>(config_->chunk_bytes));
+  task_ = TaskProfile::Load(config_->stats_enabled, config_->stats_dir);
+  std::memset(&default_context_.attr, 0xff, sizeof(default_context_.attr));
   initialized_ = true;
   return Status::Ok();
 }

@@ -2,12 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "plugin/config_registry.h"
 #include "plugin/nccl_net_abi.h"
 #include "plugin/status.h"
+#include "plugin/task_profile.h"
 #include "tcp/interfaces.h"
 
 namespace ff {
@@ -31,6 +33,7 @@ class PluginState {
   const std::vector<tcp::NetInterface>& devices() const { return devices_; }
   const Config& config() const { return *config_; }
   NetContext& default_context() { return default_context_; }
+  TaskProfile& task() { return *task_; }
 
   // Local interfaces a connection from `dev` uses, the device's own first.
   std::vector<int> PathOrder(int dev) const;
@@ -40,6 +43,7 @@ class PluginState {
   const Config* config_ = nullptr;
   std::vector<tcp::NetInterface> devices_;
   NetContext default_context_;
+  std::unique_ptr<TaskProfile> task_;
 };
 
 }  // namespace ff

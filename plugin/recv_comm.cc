@@ -2,6 +2,7 @@
 #include "plugin/recv_comm.h"
 
 #include "plugin/logging.h"
+#include "plugin/task_profile.h"
 
 namespace ff {
 
@@ -23,6 +24,7 @@ Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const in
   if (r == nullptr) return Status::Ok();
   r->n = n;
   r->seq_base = next_post_seq_;
+  r->start_ns = NowNs();
   next_post_seq_ += static_cast<uint64_t>(n);
   for (int i = 0; i < n; ++i) {
     RecvEntry& e = r->entries[i];
@@ -88,6 +90,7 @@ HeaderVerdict RecvComm::OnHeader(StreamPath& path, const FrameHeader& h, char** 
     }
     e->size_known = true;
     e->total = h.total;
+    e->collective = h.collective;
     e->chunk = ChunkBytesFor(h.total, opts_.chunk_bytes);
   } else if (h.total != e->total) {
     reject_reason_ = "message " + std::to_string(h.seq) + " changed size from " + std::to_string(e->total) +
@@ -119,6 +122,7 @@ void RecvComm::OnFrameComplete(StreamPath& path, const FrameHeader& h) {
   e->done = true;
   RecvRequest* r = path_req_[path.index()];
   ++r->done_count;
+  Record(e->collective, e->total, NowNs() - r->start_ns, sla::Direction::kRecv);
   done_bits_[h.seq % kDoneWindow] = true;
   while (done_bits_[cum_done_ % kDoneWindow]) {
     done_bits_[cum_done_ % kDoneWindow] = false;

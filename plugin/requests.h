@@ -45,6 +45,7 @@ struct RecvEntry {
   uint64_t chunk = 0;
   uint64_t received = 0;
   bool done = false;
+  uint16_t collective = 0xffff;  // from the sender's frame header
   std::array<uint64_t, kChunkBitmapBits / 64> chunks_seen{};  // duplicates after a re-send are dropped
 };
 

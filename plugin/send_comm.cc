@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "plugin/logging.h"
+#include "plugin/task_profile.h"
 
 namespace ff {
 
@@ -21,6 +22,8 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   r->chunk = ChunkBytesFor(size, opts_.chunk_bytes);
   r->tag = tag;
   r->phandle = phandle;
+  r->collective = Classify(phandle);
+  r->start_ns = NowNs();
   inflight_[(inflight_head_ + inflight_count_) % kMaxRequests] = r;
   ++inflight_count_;
   *out = r;
@@ -110,6 +113,7 @@ void SendComm::OnFrameComplete(StreamPath&, const FrameHeader& h) {
     SendRequest* r = inflight_[inflight_head_];
     if (r->seq >= acked_seq_) break;
     r->acked = true;
+    Record(r->collective, r->size, NowNs() - r->start_ns, sla::Direction::kSend);
     inflight_head_ = (inflight_head_ + 1) % kMaxRequests;
     --inflight_count_;
   }

@@ -45,7 +45,9 @@ void ExchangeThrough(const char* version, Init init, Listen listen, Connect conn
   void* req = nullptr;
   while (req == nullptr) ASSERT_EQ(isend(net, sc, buf.data(), kBytes, &req), ncclSuccess);
   int done = 0, size = 0;
-  while (!done) ASSERT_EQ(net->test(req, &done, &size), ncclSuccess);
+  ncclResult_t tr = ncclSuccess;
+  while (!done && tr == ncclSuccess) tr = net->test(req, &done, &size);
+  EXPECT_EQ(tr, ncclSuccess) << version;
   EXPECT_EQ(static_cast<size_t>(size), kBytes);
   net->closeSend(sc);
   EXPECT_EQ(child.Wait(), 0) << version;
@@ -124,12 +126,16 @@ TEST(LegacyTables, V12TableCarriesAMessageAndReportsRailIds) {
       },
       &PluginLibrary::V12);
   PluginLibrary lib;
+  ncclNetCommConfig_t cfg{-1};
+  void* c2 = nullptr;
+  ASSERT_EQ(lib.V12()->init(&c2, 10, &cfg, StderrLogger, nullptr), ncclSuccess);
   ncclNetProperties_v12_t p{};
   ASSERT_EQ(lib.V12()->getProperties(0, &p), ncclSuccess);
   EXPECT_EQ(p.railId, -1);
   EXPECT_EQ(p.ptrSupport, NCCL_PTR_HOST);
   EXPECT_GE(p.maxRecvs, 8);
   EXPECT_NE(p.name, nullptr);
+  EXPECT_EQ(lib.V12()->finalize(c2), ncclSuccess);
 }
 
 }  // namespace

@@ -1,0 +1,109 @@
+// Path planning: asks the path oracle (pathctl/) for a primary and backups under the task's SLA.
+#include "plugin/path_planner.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "pathctl/path_oracle.h"
+#include "plugin/logging.h"
+#include "plugin/plugin_state.h"
+#include "tcp/interfaces.h"
+
+namespace ff {
+namespace {
+
+bool ParseIp(const std::string& ip, sockaddr_storage* out) {
+  std::memset(out, 0, sizeof(*out));
+  auto* v4 = reinterpret_cast<sockaddr_in*>(out);
+  if (inet_pton(AF_INET, ip.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    return true;
+  }
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(out);
+  if (inet_pton(AF_INET6, ip.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    return true;
+  }
+  return false;
+}
+
+PathPlan RoundRobin(int dev, const ListenHandle& remote, int npaths) {
+  PluginState& st = PluginState::Get();
+  std::vector<int> order = st.PathOrder(dev);
+  PathPlan plan;
+  for (int i = 0; i < npaths; ++i) {
+    PlannedPath p;
+    p.remote = remote.addrs[i % remote.addrs.size()];
+    int local = order[i % order.size()];
+    if (st.devices()[local].addr.ss_family != p.remote.ss_family) local = dev;
+    p.local = st.devices()[local].addr;
+    if (p.local.ss_family != p.remote.ss_family) p.remote = remote.addrs[0];
+    plan.paths.push_back(p);
+  }
+  plan.summary = "round robin over " + std::to_string(order.size()) + " local interface(s)";
+  return plan;
+}
+
+// A process-wide oracle when a topology file names the fabric; otherwise one per peer built from
+// the interfaces on both ends.
+std::shared_ptr<pathctl::PathOracle> OracleFor(const std::vector<std::string>& locals,
+                                               const std::vector<std::string>& remotes, std::string* note) {
+  static std::mutex mu;
+  static std::shared_ptr<pathctl::PathOracle> shared;
+  if (PluginState::Get().config().topology_file.empty())
+    return pathctl::PathOracle::FromInterfaces(locals, remotes);
+  std::lock_guard<std::mutex> lock(mu);
+  if (!shared) shared = pathctl::PathOracle::FromEnvironment(locals, remotes, note);
+  return shared;
+}
+
+}  // namespace
+
+PathPlan PlanPaths(int dev, const ListenHandle& remote, int npaths, const TaskProfile& task) {
+  if (!task.steer) return RoundRobin(dev, remote, npaths);
+  PluginState& st = PluginState::Get();
+  std::vector<std::string> locals, remotes;
+  for (int d : st.PathOrder(dev)) locals.push_back(tcp::AddressToString(st.devices()[d].addr));
+  for (const auto& a : remote.addrs) remotes.push_back(tcp::AddressToString(a));
+  std::string note;
+  auto oracle = OracleFor(locals, remotes, &note);
+  if (!note.empty()) FF_WARN("path oracle: %s", note.c_str());
+  auto choice = oracle->Query(locals, remotes[0], task.sla_us, 0);
+  if (!choice->routed) {
+    PathPlan plan = RoundRobin(dev, remote, npaths);
+    plan.summary = "oracle has no route from " + locals[0] + " to " + remotes[0] + "; " + plan.summary;
+    return plan;
+  }
+  PathPlan plan;
+  plan.steered = true;
+  plan.path_id = choice->path_id;
+  plan.sla_attainable = choice->sla_attainable;
+  // Path 0 takes the primary; further paths take the backups in order (most disjoint first), so a
+  // failed path's traffic already has somewhere else to go.
+  for (int i = 0; i < npaths; ++i) {
+    const pathctl::PathOption& o =
+        i == 0 || choice->backups.empty() ? static_cast<const pathctl::PathOption&>(*choice)
+                                          : choice->backups[(i - 1) % choice->backups.size()];
+    PlannedPath p;
+    sockaddr_storage l{}, r{};
+    if (!ParseIp(o.local_ip, &l) || !ParseIp(o.remote_ip, &r)) return RoundRobin(dev, remote, npaths);
+    p.local = l;
+    p.remote = remote.addrs[0];
+    for (const auto& a : remote.addrs)
+      if (tcp::AddressToString(a) == o.remote_ip) p.remote = a;  // keep the listener's port
+    p.sport_lo = o.sport_lo;
+    p.sport_hi = o.sport_hi;
+    plan.paths.push_back(p);
+    if (i < 3) {
+      std::string hops;
+      for (const auto& h : o.hops) hops += (hops.empty() ? "" : ">") + h;
+      plan.summary += (i ? "; " : "") + std::string(i ? "backup " : "primary ") + hops + " sport " +
+                      std::to_string(o.sport_lo) + "-" + std::to_string(o.sport_hi);
+    }
+  }
+  return plan;
+}
+
+}  // namespace ff
