@@ -40,6 +40,9 @@ const std::vector<KnobSpec> kSpecs = {
      "a communicator's ncclConfig trafficClass wins over this"},
     {"FLEXIFORCE_STATS", KnobType::kBool, "1", 0, 1,
      "keep per-task, per-collective statistics in shared memory for `flexiforce stats` (1) or not (0)"},
+    {"FLEXIFORCE_STATS_KEEP", KnobType::kBool, "0", 0, 1,
+     "keep the statistics file after a clean exit (1) so `flexiforce stats --include-stale` can read a finished "
+     "job; 0 removes it"},
     {"FLEXIFORCE_STATS_DIR", KnobType::kString, "/dev/shm", 0, 0,
      "directory of the statistics file flexiforce-stats-<pid>"},
     {"FLEXIFORCE_TOPOLOGY", KnobType::kString, "", 0, 0,
@@ -163,6 +166,7 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.traffic_class = static_cast<int>(num("FLEXIFORCE_TRAFFIC_CLASS"));
   c.topology_file = str("FLEXIFORCE_TOPOLOGY");
   c.stats_enabled = num("FLEXIFORCE_STATS") != 0;
+  c.stats_keep = num("FLEXIFORCE_STATS_KEEP") != 0;
   c.stats_dir = str("FLEXIFORCE_STATS_DIR");
   c.socket_ifname = str("NCCL_SOCKET_IFNAME");
   c.socket_family = str("NCCL_SOCKET_FAMILY");

@@ -43,6 +43,7 @@ struct Config {
   int traffic_class;
   std::string topology_file;
   bool stats_enabled;
+  bool stats_keep;
   std::string stats_dir;
   std::string socket_ifname;  // NCCL_SOCKET_IFNAME
   std::string socket_family;  // NCCL_SOCKET_FAMILY

@@ -43,7 +43,7 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
   }
   FF_INFO(NCCL_INIT | NCCL_NET, "Using [%s], %d path(s) per connection, chunk %lld bytes", list.c_str(),
           config_->paths_per_connection, static_cast<long long>(config_->chunk_bytes));
-  task_ = TaskProfile::Load(config_->stats_enabled, config_->stats_dir);
+  task_ = TaskProfile::Load(config_->stats_enabled, config_->stats_keep, config_->stats_dir);
   std::memset(&default_context_.attr, 0xff, sizeof(default_context_.attr));
   initialized_ = true;
   return Status::Ok();

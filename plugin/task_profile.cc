@@ -14,7 +14,7 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-std::unique_ptr<TaskProfile> TaskProfile::Load(bool stats_enabled, const std::string& stats_dir) {
+std::unique_ptr<TaskProfile> TaskProfile::Load(bool stats_enabled, bool stats_keep, const std::string& stats_dir) {
   auto p = std::make_unique<TaskProfile>();
   sla::Warnings warnings;
   p->decl = sla::ReadSlaDeclaration(sla::ProcessEnv(), warnings);
@@ -28,6 +28,7 @@ std::unique_ptr<TaskProfile> TaskProfile::Load(bool stats_enabled, const std::st
   if (stats_enabled) {
     sla::StatsTableOptions o;
     o.dir = stats_dir;
+    o.remove_on_close = !stats_keep;
     std::string err;
     p->stats = sla::StatsTable::Open(o, &err);
     if (!p->stats) {

@@ -22,7 +22,7 @@ struct TaskProfile {
   uint32_t stats_task = sla::StatsTable::kInvalid;
 
   // Reads the environment once; bad values are logged through NCCL's logger.
-  static std::unique_ptr<TaskProfile> Load(bool stats_enabled, const std::string& stats_dir);
+  static std::unique_ptr<TaskProfile> Load(bool stats_enabled, bool stats_keep, const std::string& stats_dir);
 };
 
 // Monotonic nanoseconds (vDSO, no syscall).
