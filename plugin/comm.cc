@@ -4,12 +4,16 @@
 #include <cstring>
 
 #include "plugin/logging.h"
+#include "plugin/task_profile.h"
 #include "sla/profiler_event_pool.h"
 
 namespace ff {
 
 Comm::Comm(std::vector<std::unique_ptr<StreamPath>> paths, const CommOptions& opts, std::string peer)
-    : paths_(std::move(paths)), opts_(opts), peer_(std::move(peer)) {
+    : paths_(std::move(paths)),
+      opts_(opts),
+      peer_(std::move(peer)),
+      watchdog_(uint64_t{opts.path_stall_ms} * 1'000'000, opts.link_events) {
   stats_slots_.fill(sla::StatsTable::kInvalid);
 }
 
@@ -50,19 +54,46 @@ StreamPath* Comm::FirstAlive() {
   return nullptr;
 }
 
-bool Comm::PathDown(StreamPath& p, const std::string& why) {
+bool Comm::PathDown(StreamPath& p, const std::string& why, PathFault cause) {
   if (!p.alive()) return alive_paths() > 0;
+  const uint64_t silent_ns = watchdog_.SilentFor(p.index(), NowNs());
   p.MarkDead();
+  // A path we gave up on while its socket still works (stall, carrier) is reset, so nothing it
+  // still holds can arrive after the data was re-sent elsewhere.
+  if (cause != PathFault::kNone) p.Abort();
   p.DropQueued();
   int left = alive_paths();
   if (left == 0) {
     Fail(RemoteError("lost the last path to " + peer_ + ": " + why));
     return false;
   }
-  FF_WARN("path %d (%s) to %s is down: %s; continuing on %d path(s)", p.index(), p.stream().Describe().c_str(),
-          peer_.c_str(), why.c_str(), left);
-  OnPathLost();
+  OnPathLost(p, why, silent_ns);
   return true;
+}
+
+void Comm::OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns) {
+  FF_WARN("path %d (%s) to %s is down: %s (silent %.1f ms); continuing on %s", p.index(),
+          p.stream().Describe().c_str(), peer_.c_str(), why.c_str(), silent_ns / 1e6, DescribeAlive().c_str());
+}
+
+std::string Comm::DescribeAlive() const {
+  std::string out;
+  for (const auto& q : paths_) {
+    if (!q->alive()) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(q->index()) + " (" + q->stream().Describe() + ")";
+  }
+  return out.empty() ? "no path" : out;
+}
+
+bool Comm::CheckHealth() {
+  // The watchdog only ever removes a path while another remains: the last path is left to the
+  // socket's own timeout (FLEXIFORCE_PEER_TIMEOUT_MS), which then fails the communicator.
+  if (!watchdog_.enabled() || alive_paths() < 2) return true;
+  PathFaultReport rep;
+  if (!watchdog_.Check(paths_, NowNs(), &rep)) return true;
+  StreamPath& p = *paths_[static_cast<size_t>(rep.path)];
+  return PathDown(p, std::string(PathFaultName(rep.cause)) + " (" + rep.detail + ")", rep.cause);
 }
 
 bool Comm::HandlePump(StreamPath& p, PumpResult r) {

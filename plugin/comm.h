@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plugin/nccl_net_abi.h"
+#include "plugin/path_health.h"
 #include "plugin/pause_gate.h"
 #include "plugin/status.h"
 #include "plugin/stream_path.h"
@@ -27,6 +28,11 @@ struct CommOptions {
   std::string task;
   uint32_t path_id = 0;
   const ncclNetAttr_t* net_attr = nullptr;
+  uint32_t stats_task = sla::StatsTable::kInvalid;  // where failover counters go
+  // Self-healing: a path with bytes in flight and no acknowledgement for this long is dead (0: off);
+  // carrier loss on a path's interface (rtnetlink) kills it at once.
+  uint32_t path_stall_ms = 0;
+  bool link_events = false;
 };
 
 class Comm : public FrameSink {
@@ -46,13 +52,18 @@ class Comm : public FrameSink {
   // Records the first fatal error and logs it once.
   void Fail(Status s);
   // A path failed: mark it dead. Returns false when no path is left (the communicator has failed).
-  bool PathDown(StreamPath& p, const std::string& why);
+  bool PathDown(StreamPath& p, const std::string& why, PathFault cause = PathFault::kNone);
+  // Runs the path watchdog; false when the communicator failed.
+  bool CheckHealth();
+  // "2 (10.0.0.1:50000->10.0.0.2:41234)" for every live path, for failover log lines.
+  std::string DescribeAlive() const;
   StreamPath* FirstAlive();
   // Collective of a message: the profiler's attribution, else setNetAttr's op bits, else unknown.
   uint16_t Classify(void* phandle) const;
   void Record(uint16_t collective, uint64_t bytes, uint64_t latency_ns, sla::Direction dir);
-  // Called after a path died while others remain: the sender re-sends what was not acknowledged.
-  virtual void OnPathLost() {}
+  // Called after path `p` died while others remain: the sender re-sends what was not acknowledged.
+  // The default (receiver) logs the event; nothing is owed on a receive connection.
+  virtual void OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns);
   // Handles a PumpRx result; false when the communicator must stop processing this round.
   bool HandlePump(StreamPath& p, PumpResult r);
   // Whether bytes are still owed on this communicator: EOF is an error only then.
@@ -63,6 +74,7 @@ class Comm : public FrameSink {
   CommOptions opts_;
   std::string peer_;
   PauseGate gate_;
+  PathWatchdog watchdog_;
   Status error_;
   std::string reject_reason_;  // set by OnHeader when it rejects a frame
   std::array<uint32_t, 16> stats_slots_;  // per collective, resolved on first use

@@ -33,6 +33,12 @@ const std::vector<KnobSpec> kSpecs = {
     {"FLEXIFORCE_PEER_TIMEOUT_MS", KnobType::kInt, "10000", 100, 3600000,
      "a path whose peer stops acknowledging for this long is declared dead (TCP_USER_TIMEOUT); bounds the "
      "time to report a silently dead peer"},
+    {"FLEXIFORCE_PATH_STALL_MS", KnobType::kInt, "25", 0, 3600000,
+     "a path with bytes in flight that receives no TCP acknowledgement at all for this long is declared "
+     "dead and its unacknowledged chunks are re-sent on the other paths (0: off; never applied to the "
+     "last path, which FLEXIFORCE_PEER_TIMEOUT_MS bounds)"},
+    {"FLEXIFORCE_LINK_EVENTS", KnobType::kBool, "1", 0, 1,
+     "watch rtnetlink carrier events and fail over a path the moment its local interface loses carrier"},
     {"FLEXIFORCE_QUEUED_CHUNKS", KnobType::kInt, "2", 1, 64,
      "chunks queued per path ahead of the socket; more hides latency, fewer balances paths better"},
     {"FLEXIFORCE_TRAFFIC_CLASS", KnobType::kInt, "-1", -1, 255,
@@ -163,6 +169,8 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.connect_timeout_ms = static_cast<int>(num("FLEXIFORCE_CONNECT_TIMEOUT_MS"));
   c.peer_timeout_ms = static_cast<int>(num("FLEXIFORCE_PEER_TIMEOUT_MS"));
   c.max_queued_chunks = static_cast<int>(num("FLEXIFORCE_QUEUED_CHUNKS"));
+  c.path_stall_ms = static_cast<int>(num("FLEXIFORCE_PATH_STALL_MS"));
+  c.link_events = num("FLEXIFORCE_LINK_EVENTS") != 0;
   c.traffic_class = static_cast<int>(num("FLEXIFORCE_TRAFFIC_CLASS"));
   c.topology_file = str("FLEXIFORCE_TOPOLOGY");
   c.stats_enabled = num("FLEXIFORCE_STATS") != 0;

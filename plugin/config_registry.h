@@ -40,6 +40,8 @@ struct Config {
   int connect_timeout_ms;
   int peer_timeout_ms;
   int max_queued_chunks;
+  int path_stall_ms;
+  bool link_events;
   int traffic_class;
   std::string topology_file;
   bool stats_enabled;

@@ -199,7 +199,10 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   opts.chunk_bytes = static_cast<uint64_t>(cfg.chunk_bytes);
   opts.stripe_min_bytes = static_cast<uint64_t>(cfg.stripe_min_bytes);
   opts.max_queued_chunks = cfg.max_queued_chunks;
+  opts.path_stall_ms = static_cast<uint32_t>(cfg.path_stall_ms);
+  opts.link_events = cfg.link_events;
   TaskProfile& task = st.task();
+  opts.stats_task = task.stats_task;
   opts.task_hash = task.task_hash;
   opts.sla_us = task.sla_us;
   opts.stats = task.stats.get();

@@ -132,7 +132,10 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     }
     CommOptions opts;
     opts.chunk_bytes = g.chunk_bytes;
+    opts.path_stall_ms = static_cast<uint32_t>(PluginState::Get().config().path_stall_ms);
+    opts.link_events = PluginState::Get().config().link_events;
     TaskProfile& task = PluginState::Get().task();
+    opts.stats_task = task.stats_task;
     opts.task_hash = task.task_hash;
     opts.sla_us = task.sla_us;
     opts.stats = task.stats.get();

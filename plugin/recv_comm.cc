@@ -107,6 +107,7 @@ HeaderVerdict RecvComm::OnHeader(StreamPath& path, const FrameHeader& h, char** 
   path_req_[pi] = req;
   if (e->chunks_seen[idx / 64] & (uint64_t{1} << (idx % 64))) return HeaderVerdict::kAccept;  // duplicate chunk
   path_entry_[pi] = e;
+  path_offset_[pi] = h.offset;
   *dest = e->data + h.offset;
   return HeaderVerdict::kAccept;
 }
@@ -115,9 +116,20 @@ void RecvComm::OnFrameComplete(StreamPath& path, const FrameHeader& h) {
   RecvEntry* e = path_entry_[path.index()];
   if (e == nullptr) return;  // discarded duplicate
   path_entry_[path.index()] = nullptr;
+  ack_path_ = path.index();
   uint64_t idx = h.offset / e->chunk;
   e->chunks_seen[idx / 64] |= uint64_t{1} << (idx % 64);
   e->received += h.length;
+  // After a failover the same chunk can be arriving on two paths at once (the original on a path
+  // that is stalling, the copy on a live one). The first to finish wins; the other's remaining bytes
+  // must not land in the buffer, which NCCL may reuse as soon as the message completes.
+  for (auto& q : paths_) {
+    int qi = q->index();
+    if (qi != path.index() && path_entry_[qi] == e && path_offset_[qi] == h.offset) {
+      q->DiscardCurrentPayload();
+      path_entry_[qi] = nullptr;
+    }
+  }
   if (e->received < e->total || e->done) return;
   e->done = true;
   RecvRequest* r = path_req_[path.index()];
@@ -139,12 +151,15 @@ void RecvComm::OnFrameComplete(StreamPath& path, const FrameHeader& h) {
 }
 
 bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag) {
-  StreamPath* p = FirstAlive();
+  StreamPath* p = ack_path_ >= 0 && paths_[static_cast<size_t>(ack_path_)]->alive()
+                      ? paths_[static_cast<size_t>(ack_path_)].get()
+                      : FirstAlive();
   if (p == nullptr || !p->CanQueue()) return false;
   FrameHeader h{};
   h.type = static_cast<uint8_t>(type);
   h.path = static_cast<uint16_t>(p->index());
   h.seq = seq;
+  h.offset = next_post_seq_;  // credit: the sender may send messages below this sequence
   h.tag = tag;
   h.task_hash = opts_.task_hash;
   SealHeader(&h);
@@ -156,13 +171,17 @@ bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag) {
 Status RecvComm::Progress() {
   if (!error_.ok()) return error_;
   const bool expecting = active_count_ > 0;
+  if (!CheckHealth()) return error_;
   if (expecting) {
     for (auto& p : paths_) {
       if (!p->alive()) continue;
       if (!HandlePump(*p, p->PumpRx(*this))) return error_;
     }
   }
-  if (cum_done_ > acked_ && SendControl(FrameType::kAck, cum_done_, 0)) acked_ = cum_done_;
+  if ((cum_done_ > acked_ || next_post_seq_ > credit_sent_) && SendControl(FrameType::kAck, cum_done_, 0)) {
+    acked_ = cum_done_;
+    credit_sent_ = next_post_seq_;
+  }
   if (!FlushAll()) return error_;
   return error_;
 }

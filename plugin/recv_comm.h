@@ -34,9 +34,14 @@ class RecvComm final : public Comm {
   uint64_t next_post_seq_ = 0;  // sequence of the next message a posted buffer will take
   uint64_t cum_done_ = 0;       // every message below this arrived whole
   uint64_t acked_ = 0;          // last cumulative acknowledgement sent
+  // Last credit sent. The sender sends only messages whose buffer is posted, so a path never
+  // carries a frame the receiver must leave unread - which would block re-sent chunks behind it.
+  uint64_t credit_sent_ = 0;
   std::bitset<kDoneWindow> done_bits_;
   std::array<RecvEntry*, 64> path_entry_{};
   std::array<RecvRequest*, 64> path_req_{};
+  std::array<uint64_t, 64> path_offset_{};  // offset of the chunk each path is receiving
+  int ack_path_ = -1;  // acknowledgements go where data last arrived: that path is known to work
 };
 
 }  // namespace ff

@@ -32,6 +32,11 @@ struct SendRequest : Request {
   uint16_t collective = 0xffff;
   uint64_t start_ns = 0;
   void* phandle = nullptr;
+  // Failover: the path each queued chunk went to, and the chunks to queue again because their
+  // path died. Only those are re-sent; chunks on live paths are still delivered by TCP.
+  std::array<uint8_t, kChunkBitmapBits> chunk_path{};
+  std::array<uint64_t, kChunkBitmapBits / 64> resend{};
+  int resend_count = 0;
 };
 
 struct RecvEntry {

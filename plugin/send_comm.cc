@@ -2,6 +2,7 @@
 #include "plugin/send_comm.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "plugin/logging.h"
 #include "plugin/task_profile.h"
@@ -48,42 +49,100 @@ StreamPath* SendComm::PickPath(SendRequest& r) {
   return best;
 }
 
+void SendComm::QueueChunk(SendRequest& r, StreamPath& p, uint64_t offset) {
+  uint64_t len = std::min<uint64_t>(r.chunk, r.size - offset);
+  FrameHeader h{};
+  h.type = static_cast<uint8_t>(FrameType::kData);
+  h.path = static_cast<uint16_t>(p.index());
+  h.tag = r.tag;
+  h.length = static_cast<uint32_t>(len);
+  h.seq = r.seq;
+  h.offset = offset;
+  h.total = r.size;
+  h.task_hash = opts_.task_hash;
+  h.sla_us = opts_.sla_us;
+  h.collective = r.collective;
+  SealHeader(&h);
+  p.Queue(h, r.data + offset);
+  r.chunk_path[offset / r.chunk] = static_cast<uint8_t>(p.index());
+}
+
 void SendComm::Schedule() {
   for (int i = 0; i < inflight_count_; ++i) {
     SendRequest& r = *inflight_[(inflight_head_ + i) % kMaxRequests];
+    if (r.seq >= credit_) return;  // its receive buffer is not posted yet
+    // Chunks whose path died go first: the receiver's cumulative acknowledgement waits on them.
+    for (size_t w = 0; r.resend_count > 0 && w < r.resend.size(); ++w) {
+      while (r.resend[w] != 0) {
+        StreamPath* p = PickPath(r);
+        if (p == nullptr) return;
+        int bit = __builtin_ctzll(r.resend[w]);
+        r.resend[w] &= r.resend[w] - 1;
+        --r.resend_count;
+        QueueChunk(r, *p, (w * 64 + static_cast<uint64_t>(bit)) * r.chunk);
+      }
+    }
     while (r.next_offset < r.size || (r.size == 0 && !r.zero_queued)) {
       StreamPath* p = PickPath(r);
       if (p == nullptr) return;
-      uint64_t len = std::min<uint64_t>(r.chunk, r.size - r.next_offset);
-      FrameHeader h{};
-      h.type = static_cast<uint8_t>(FrameType::kData);
-      h.path = static_cast<uint16_t>(p->index());
-      h.tag = r.tag;
-      h.length = static_cast<uint32_t>(len);
-      h.seq = r.seq;
-      h.offset = r.next_offset;
-      h.total = r.size;
-      h.task_hash = opts_.task_hash;
-      h.sla_us = opts_.sla_us;
-      h.collective = r.collective;
-      SealHeader(&h);
-      p->Queue(h, r.data + r.next_offset);
-      r.next_offset += len;
+      QueueChunk(r, *p, r.next_offset);
+      r.next_offset += std::min<uint64_t>(r.chunk, r.size - r.next_offset);
       r.zero_queued = true;
     }
   }
 }
 
-void SendComm::OnPathLost() {
-  // Everything not yet acknowledged goes again, from its first byte; the receiver drops duplicates.
+void SendComm::OnPathLost(StreamPath& dead, const std::string& why, uint64_t silent_ns) {
+  // Pause: completions are held and new sends refused until the re-sent data is acknowledged.
+  const uint64_t now = NowNs();
+  if (!failover_.active) {
+    failover_ = Failover{};
+    failover_.active = true;
+    failover_.detected_ns = now;
+    failover_.detected_unix_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    failover_.silent_ns = silent_ns;
+    failover_.acked_at_detect = acked_seq_;
+    gate_.Pause();
+  } else {
+    failover_.from += "; ";
+  }
+  failover_.from += std::to_string(dead.index()) + " (" + dead.stream().Describe() + "): " + why;
+  // Switch: every chunk that was queued on the dead path and is not known delivered goes again on
+  // the paths left; the receiver drops any copy it already has.
+  const uint8_t idx = static_cast<uint8_t>(dead.index());
   for (int i = 0; i < inflight_count_; ++i) {
     SendRequest& r = *inflight_[(inflight_head_ + i) % kMaxRequests];
     if (r.acked) continue;
-    resent_bytes_ += r.next_offset;
-    r.next_offset = 0;
-    r.zero_queued = false;
-    r.home_path = -1;
+    if (r.home_path == dead.index()) r.home_path = -1;
+    const uint64_t queued = r.size == 0 ? (r.zero_queued ? 1 : 0) : (r.next_offset + r.chunk - 1) / r.chunk;
+    for (uint64_t c = 0; c < queued; ++c) {
+      uint64_t bit = uint64_t{1} << (c % 64);
+      if (r.chunk_path[c] != idx || (r.resend[c / 64] & bit)) continue;
+      r.resend[c / 64] |= bit;
+      ++r.resend_count;
+      failover_.resent_bytes += std::min<uint64_t>(r.chunk, r.size - c * r.chunk);
+    }
   }
+  resent_bytes_ += failover_.resent_bytes;
+  if (inflight_count_ == 0) EndFailover();  // nothing owed: resume at once
+}
+
+void SendComm::EndFailover() {
+  if (!failover_.active) return;
+  failover_.active = false;
+  gate_.Resume();
+  ++failover_events_;
+  const uint64_t paused_ns = NowNs() - failover_.detected_ns;
+  if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
+    opts_.stats->AddFailover(opts_.stats_task, 1, failover_.resent_bytes, paused_ns);
+  // One line per event; the unix timestamp lets a benchmark line it up with the moment of the cut.
+  FF_WARN("failover to %s: path %s; detected after %.2f ms without progress, paused %.2f ms, re-sent %llu bytes; "
+          "now on %s (detected at unix %.6f)",
+          peer_.c_str(), failover_.from.c_str(), failover_.silent_ns / 1e6, paused_ns / 1e6,
+          static_cast<unsigned long long>(failover_.resent_bytes), DescribeAlive().c_str(),
+          failover_.detected_unix_ns / 1e9);
 }
 
 HeaderVerdict SendComm::OnHeader(StreamPath&, const FrameHeader& h, char** dest) {
@@ -107,8 +166,11 @@ HeaderVerdict SendComm::OnHeader(StreamPath&, const FrameHeader& h, char** dest)
 }
 
 void SendComm::OnFrameComplete(StreamPath&, const FrameHeader& h) {
+  if (h.offset > credit_) credit_ = h.offset;
   if (h.seq <= acked_seq_) return;
   acked_seq_ = h.seq;
+  // Resume once the receiver acknowledges past where it stood at the cut: data flows again.
+  if (failover_.active && acked_seq_ > failover_.acked_at_detect) EndFailover();
   while (inflight_count_ > 0) {
     SendRequest* r = inflight_[inflight_head_];
     if (r->seq >= acked_seq_) break;
@@ -122,6 +184,7 @@ void SendComm::OnFrameComplete(StreamPath&, const FrameHeader& h) {
 Status SendComm::Progress() {
   if (!error_.ok()) return error_;
   const bool waiting = inflight_count_ > 0;
+  if (waiting && !CheckHealth()) return error_;
   for (int round = 0; round < 4; ++round) {
     if (waiting) {
       for (auto& p : paths_) {
@@ -134,7 +197,7 @@ Status SendComm::Progress() {
     bool more = false;
     for (int i = 0; i < inflight_count_ && !more; ++i) {
       const SendRequest& r = *inflight_[(inflight_head_ + i) % kMaxRequests];
-      more = r.next_offset < r.size;
+      more = r.next_offset < r.size || r.resend_count > 0;
     }
     if (!more) break;
   }

@@ -25,7 +25,9 @@ class SendComm final : public Comm {
  private:
   void Schedule();
   StreamPath* PickPath(SendRequest& r);
-  void OnPathLost() override;
+  void QueueChunk(SendRequest& r, StreamPath& p, uint64_t offset);
+  void OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns) override;
+  void EndFailover();
   bool ExpectingTraffic() const override { return inflight_count_ > 0; }
 
   RequestPool<SendRequest> pool_;
@@ -33,8 +35,25 @@ class SendComm final : public Comm {
   int inflight_head_ = 0;
   int inflight_count_ = 0;
   uint64_t next_seq_ = 0;
-  uint64_t acked_seq_ = 0;  // every message below this is acknowledged
+  uint64_t acked_seq_ = 0;
+  uint64_t credit_ = 0;  // the receiver has posted buffers for every message below this  // every message below this is acknowledged
   uint64_t resent_bytes_ = 0;
+
+  // The failover in progress: completions are held (gate paused) from detection until the
+  // re-sent data is acknowledged, and then one line describes the whole event.
+  struct Failover {
+    bool active = false;
+    uint64_t detected_ns = 0;
+    uint64_t detected_unix_ns = 0;
+    uint64_t silent_ns = 0;
+    uint64_t resent_bytes = 0;
+    uint64_t acked_at_detect = 0;
+    std::string from;  // "0 (desc): cause"
+  } failover_;
+  uint64_t failover_events_ = 0;
+
+ public:
+  uint64_t failover_events() const { return failover_events_; }
 };
 
 }  // namespace ff

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <sys/socket.h>
+
 namespace ff {
 
 StreamPath::StreamPath(int index, std::unique_ptr<ByteStream> stream)
@@ -24,6 +26,17 @@ void StreamPath::DropQueued() {
   tx_count_ = 0;
   tx_data_frames_ = 0;
   tx_payload_bytes_ = 0;
+}
+
+void StreamPath::Abort() {
+  DropQueued();
+  const int fd = stream_->fd();
+  if (fd < 0) return;
+  // connect(AF_UNSPEC) disconnects a TCP socket in place: the kernel purges its send queue and
+  // sends a reset, and the descriptor stays owned (and later closed) by the stream.
+  sockaddr unspec{};
+  unspec.sa_family = AF_UNSPEC;
+  (void)::connect(fd, &unspec, sizeof(unspec));
 }
 
 bool StreamPath::Flush() {

@@ -49,6 +49,13 @@ class StreamPath {
   // Writes as much as the socket takes; false on an I/O error (errno set).
   bool Flush();
   void DropQueued();  // a dead path's frames are re-sent elsewhere by the communicator
+  // Resets the TCP connection and drops what the kernel still holds for it, so a path declared dead
+  // can never deliver a stale half-frame later (when its link comes back) into a reused buffer.
+  void Abort();
+  // The rest of the frame now being received is dropped: its chunk already arrived on another path.
+  void DiscardCurrentPayload() { rx_dest_ = nullptr; }
+  // Offset of the data frame now being received (valid while its payload is incomplete).
+  bool receiving_payload() const { return have_header_; }
 
   // Incoming: parses frames and hands them to `sink` until the stream would block or the sink stalls.
   PumpResult PumpRx(FrameSink& sink);

@@ -1,0 +1,119 @@
+// rtnetlink RTM_NEWLINK events -> set of interfaces without carrier.
+#include "plugin/link_monitor.h"
+
+#include <ifaddrs.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "plugin/logging.h"
+
+namespace ff {
+
+LinkMonitor& LinkMonitor::Get() {
+  static LinkMonitor* monitor = new LinkMonitor();  // never destroyed: comms may poll during exit
+  return *monitor;
+}
+
+LinkMonitor::LinkMonitor() {
+  fd_ = ::socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (fd_ < 0) {
+    FF_INFO(NCCL_NET, "no rtnetlink socket (%s): carrier loss is found by the path watchdog only", strerror(errno));
+    return;
+  }
+  sockaddr_nl sa{};
+  sa.nl_family = AF_NETLINK;
+  sa.nl_groups = RTMGRP_LINK;
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    FF_INFO(NCCL_NET, "cannot join rtnetlink link events (%s)", strerror(errno));
+    ::close(fd_);
+    fd_ = -1;
+    return;
+  }
+  // Learn interfaces that are already down, so a comm created after the event still sees it.
+  struct {
+    nlmsghdr nh;
+    ifinfomsg ifi;
+  } req{};
+  req.nh.nlmsg_len = sizeof(req);
+  req.nh.nlmsg_type = RTM_GETLINK;
+  req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  req.ifi.ifi_family = AF_UNSPEC;
+  (void)::send(fd_, &req, sizeof(req), 0);
+}
+
+LinkMonitor::~LinkMonitor() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void LinkMonitor::Drain() {
+  alignas(nlmsghdr) char buf[16384];
+  for (;;) {
+    ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ENOBUFS) {
+      // Events were dropped: our view may be stale, so count it as a change and let paths re-check.
+      ++generation_;
+      continue;
+    }
+    if (n <= 0) return;
+    int len = static_cast<int>(n);
+    for (auto* nh = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(nh, len); nh = NLMSG_NEXT(nh, len)) {
+      if (nh->nlmsg_type != RTM_NEWLINK && nh->nlmsg_type != RTM_DELLINK) continue;
+      auto* ifi = static_cast<ifinfomsg*>(NLMSG_DATA(nh));
+      // IFF_RUNNING is the operational state: it drops with the carrier (NO-CARRIER).
+      bool down = nh->nlmsg_type == RTM_DELLINK || !(ifi->ifi_flags & IFF_UP) || !(ifi->ifi_flags & IFF_RUNNING);
+      auto it = std::find(down_.begin(), down_.end(), ifi->ifi_index);
+      if (down && it == down_.end()) {
+        down_.push_back(ifi->ifi_index);
+        ++generation_;
+      } else if (!down && it != down_.end()) {
+        down_.erase(it);
+        ++generation_;
+      }
+    }
+  }
+}
+
+uint64_t LinkMonitor::Poll(uint64_t now_ns, uint64_t min_interval_ns) {
+  if (fd_ < 0) return 0;
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return generation_;  // another thread is reading; its result is as good
+  if (now_ns - last_poll_ns_ >= min_interval_ns) {
+    last_poll_ns_ = now_ns;
+    Drain();
+  }
+  return generation_;
+}
+
+bool LinkMonitor::IsDown(int ifindex) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::find(down_.begin(), down_.end(), ifindex) != down_.end();
+}
+
+int LinkMonitor::InterfaceOfAddress(const sockaddr_storage& addr) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return 0;
+  int index = 0;
+  for (ifaddrs* a = list; a != nullptr && index == 0; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != addr.ss_family) continue;
+    bool same = false;
+    if (addr.ss_family == AF_INET) {
+      same = reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr ==
+             reinterpret_cast<const sockaddr_in*>(&addr)->sin_addr.s_addr;
+    } else if (addr.ss_family == AF_INET6) {
+      same = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr,
+                         &reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_addr, sizeof(in6_addr)) == 0;
+    }
+    if (same) index = static_cast<int>(if_nametoindex(a->ifa_name));
+  }
+  freeifaddrs(list);
+  return index;
+}
+
+}  // namespace ff

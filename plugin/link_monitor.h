@@ -1,0 +1,42 @@
+// Process-wide carrier watcher: a non-blocking rtnetlink socket read from progress calls, no thread.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace ff {
+
+// Learns of carrier loss the moment the kernel does, instead of waiting for TCP to give up.
+class LinkMonitor {
+ public:
+  static LinkMonitor& Get();
+  LinkMonitor(const LinkMonitor&) = delete;
+  LinkMonitor& operator=(const LinkMonitor&) = delete;
+
+  // Drains pending link events (reading the socket at most once per `min_interval_ns`) and returns
+  // a generation that changes whenever an interface loses or regains its carrier.
+  uint64_t Poll(uint64_t now_ns, uint64_t min_interval_ns = 1'000'000);
+  // Whether the last event seen for `ifindex` said the carrier is down.
+  bool IsDown(int ifindex);
+  // Whether the rtnetlink socket could be opened (it cannot in some sandboxes).
+  bool available() const { return fd_ >= 0; }
+
+  // Interface index owning local address `addr` (sockaddr_in or sockaddr_in6); 0 when unknown.
+  static int InterfaceOfAddress(const sockaddr_storage& addr);
+
+ private:
+  LinkMonitor();
+  ~LinkMonitor();
+  void Drain();
+
+  std::mutex mu_;
+  int fd_ = -1;
+  uint64_t last_poll_ns_ = 0;
+  uint64_t generation_ = 0;
+  std::vector<int> down_;  // interfaces whose carrier is down; few, so a vector
+};
+
+}  // namespace ff

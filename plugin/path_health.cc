@@ -1,0 +1,104 @@
+// TCP_INFO progress sampling and carrier checks for the communicator's path watchdog.
+#include "plugin/path_health.h"
+
+#include <netinet/in.h>
+#include <linux/tcp.h>  // glibc's tcp_info lacks tcpi_bytes_acked
+#include <sys/socket.h>
+
+#include "plugin/link_monitor.h"
+
+namespace ff {
+
+const char* PathFaultName(PathFault f) {
+  switch (f) {
+    case PathFault::kNone:
+      return "none";
+    case PathFault::kStalled:
+      return "no acknowledgement";
+    case PathFault::kCarrierLost:
+      return "carrier lost";
+  }
+  return "?";
+}
+
+TcpProgress ProbeTcp(int fd) {
+  TcpProgress tp;
+  tcp_info ti{};
+  socklen_t len = sizeof(ti);
+  if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return tp;
+  tp.valid = true;
+  tp.unacked_segments = ti.tcpi_unacked;
+  tp.bytes_acked = ti.tcpi_bytes_acked;
+  tp.ms_since_ack = ti.tcpi_last_ack_recv;
+  tp.retransmits = ti.tcpi_total_retrans;
+  tp.rto_us = ti.tcpi_rto;
+  return tp;
+}
+
+PathWatchdog::State& PathWatchdog::StateOf(int path) {
+  if (static_cast<size_t>(path) >= states_.size()) states_.resize(static_cast<size_t>(path) + 1);
+  return states_[static_cast<size_t>(path)];
+}
+
+uint64_t PathWatchdog::SilentFor(int path, uint64_t now_ns) const {
+  if (static_cast<size_t>(path) >= states_.size() || states_[static_cast<size_t>(path)].last_progress_ns == 0) return 0;
+  return now_ns - states_[static_cast<size_t>(path)].last_progress_ns;
+}
+
+bool PathWatchdog::Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathFaultReport* out) {
+  State& s = StateOf(path);
+  if (!tp.valid) return false;
+  // Progress is the later of: the last change of the cumulative acknowledgement seen by a sample,
+  // and the kernel's own time of the last acknowledgement of any kind (duplicate/SACK included).
+  if (tp.unacked_segments == 0 || tp.bytes_acked != s.bytes_acked || s.last_progress_ns == 0) {
+    s.last_progress_ns = now_ns;
+  } else {
+    const uint64_t ack_age_ns = uint64_t{tp.ms_since_ack} * 1'000'000;
+    if (ack_age_ns < now_ns && now_ns - ack_age_ns > s.last_progress_ns) s.last_progress_ns = now_ns - ack_age_ns;
+  }
+  s.bytes_acked = tp.bytes_acked;
+  if (stall_ns_ == 0 || now_ns - s.last_progress_ns < stall_ns_) return false;
+  out->path = path;
+  out->cause = PathFault::kStalled;
+  out->silent_ns = now_ns - s.last_progress_ns;
+  out->detail = std::to_string(tp.unacked_segments) + " segment(s) unacknowledged, last ack " +
+                std::to_string(tp.ms_since_ack) + " ms ago, rto " + std::to_string(tp.rto_us / 1000) + " ms";
+  return true;
+}
+
+bool PathWatchdog::Check(const std::vector<std::unique_ptr<StreamPath>>& paths, uint64_t now_ns,
+                         PathFaultReport* out) {
+  if (!enabled() || now_ns - last_sample_ns_ < kSampleNs) return false;
+  last_sample_ns_ = now_ns;
+  bool recheck_carrier = false;
+  if (carrier_events_) {
+    uint64_t gen = LinkMonitor::Get().Poll(now_ns);
+    recheck_carrier = gen != link_generation_;
+    link_generation_ = gen;
+  }
+  for (const auto& p : paths) {
+    if (!p->alive()) continue;
+    const int fd = p->stream().fd();
+    State& s = StateOf(p->index());
+    if (recheck_carrier && fd >= 0) {
+      if (s.ifindex < 0) {
+        sockaddr_storage local{};
+        socklen_t len = sizeof(local);
+        s.ifindex = getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0
+                        ? LinkMonitor::InterfaceOfAddress(local)
+                        : 0;
+      }
+      if (s.ifindex > 0 && LinkMonitor::Get().IsDown(s.ifindex)) {
+        out->path = p->index();
+        out->cause = PathFault::kCarrierLost;
+        out->silent_ns = SilentFor(p->index(), now_ns);
+        out->detail = "interface index " + std::to_string(s.ifindex) + " has no carrier";
+        return true;
+      }
+    }
+    if (stall_ns_ > 0 && Judge(p->index(), ProbeTcp(fd), now_ns, out)) return true;
+  }
+  return false;
+}
+
+}  // namespace ff

@@ -1,0 +1,68 @@
+// Per-path liveness: finds a path that silently stopped delivering (TCP_INFO) or lost its carrier (rtnetlink).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugin/stream_path.h"
+
+namespace ff {
+
+enum class PathFault { kNone, kStalled, kCarrierLost };
+const char* PathFaultName(PathFault f);
+
+struct PathFaultReport {
+  int path = -1;
+  PathFault cause = PathFault::kNone;
+  uint64_t silent_ns = 0;  // how long the path had made no progress when it was declared dead
+  std::string detail;      // kernel evidence for the log line
+};
+
+// What the kernel says about one TCP socket; filled by a TCP_INFO probe (or by tests).
+struct TcpProgress {
+  bool valid = false;
+  uint32_t unacked_segments = 0;  // sent, not yet acknowledged
+  uint64_t bytes_acked = 0;       // cumulative, grows with every new acknowledgement
+  uint32_t ms_since_ack = 0;      // kernel's age of the last acknowledgement (jiffy resolution)
+  uint32_t retransmits = 0;
+  uint32_t rto_us = 0;
+};
+TcpProgress ProbeTcp(int fd);
+
+// Samples the paths of one communicator. A path is stalled when the kernel has bytes in flight on
+// it and no acknowledgement at all (neither cumulative progress nor a duplicate/SACK) has arrived
+// for `stall_ns`. Only kernel counters are compared, so a proxy thread that was descheduled for a
+// while never mistakes its own absence for a dead link.
+class PathWatchdog {
+ public:
+  PathWatchdog(uint64_t stall_ns, bool carrier_events) : stall_ns_(stall_ns), carrier_events_(carrier_events) {}
+
+  bool enabled() const { return stall_ns_ > 0 || carrier_events_; }
+  // Looks at each live path at most once per sample interval; true and *out filled for the first
+  // failed path found. `probe` is injectable so the decision logic is tested without sockets.
+  bool Check(const std::vector<std::unique_ptr<StreamPath>>& paths, uint64_t now_ns, PathFaultReport* out);
+  // The decision for one path given a fresh sample; public for tests.
+  bool Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathFaultReport* out);
+  // Time since path `i` last showed progress (0 if never sampled).
+  uint64_t SilentFor(int path, uint64_t now_ns) const;
+
+  static constexpr uint64_t kSampleNs = 1'000'000;
+
+ private:
+  struct State {
+    int ifindex = -1;  // -1: not resolved yet, 0: unknown
+    uint64_t bytes_acked = 0;
+    uint64_t last_progress_ns = 0;
+  };
+  State& StateOf(int path);
+
+  uint64_t stall_ns_;
+  bool carrier_events_;
+  uint64_t last_sample_ns_ = 0;
+  uint64_t link_generation_ = ~uint64_t{0};
+  std::vector<State> states_;
+};
+
+}  // namespace ff

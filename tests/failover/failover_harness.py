@@ -1,0 +1,127 @@
+"""Shared by the failover tests and benchmark: ranks of ff-collective in emulated hosts, link faults.
+
+One rank per host of a fabric built by tests/fabric/fabric.py, each in its host's namespace; the
+plugin's log (stderr) of every rank is kept in a file so failover lines can be parsed.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FABRIC = os.path.normpath(os.path.join(HERE, "..", "fabric", "fabric.py"))
+PYTHON = "/usr/bin/python3"
+RENDEZVOUS_PORT = 5302  # below the entropy port range, so it never selects a spine
+SKIP = 77
+
+FAILOVER_RE = re.compile(
+    r"failover to (?P<peer>\S+): path (?P<old>.*?); detected after (?P<silent>[\d.]+) ms without progress, "
+    r"paused (?P<paused>[\d.]+) ms, re-sent (?P<resent>\d+) bytes; now on (?P<new>.*) "
+    r"\(detected at unix (?P<at>[\d.]+)\)")
+
+
+def load_state(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def fabric(state_file, *args):
+    """Runs a fabric.py sub-command on the live fabric; raises on failure."""
+    cmd = [PYTHON, FABRIC] + list(args[:1]) + ["--state", state_file] + list(args[1:])
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+
+def access_link(state, host, rail):
+    for link in state["links"]:
+        if link["kind"] == "access" and link["a"]["node"] == f"{host}-nic{rail}":
+            return link["id"]
+    raise KeyError(f"no access link for {host} nic {rail}")
+
+
+def fabric_link(state, leaf, spine):
+    for link in state["links"]:
+        if link["kind"] == "fabric" and {link["a"]["node"], link["b"]["node"]} == {leaf, spine}:
+            return link["id"]
+    raise KeyError(f"no link {leaf}--{spine}")
+
+
+def link_bytes(state_file, link_id):
+    out = subprocess.run([PYTHON, FABRIC, "counters", "--state", state_file, "--json"], check=True,
+                         capture_output=True, text=True).stdout
+    for row in json.loads(out):
+        if row["id"] == link_id:
+            return row["a_to_b"]["bytes"] + row["b_to_a"]["bytes"]
+    raise KeyError(link_id)
+
+
+class Ranks:
+    """ff-collective ranks, one per emulated host; stderr of rank i goes to self.logs[i]."""
+
+    def __init__(self, binary, state_file, args, env=None, unset=()):
+        self.state = load_state(state_file)
+        hosts = [n for n in self.state["nodes"] if n["kind"] == "host"]
+        nic0 = {n["host"]: n for n in self.state["nics"] if n["rail"] == 0}
+        root_ip = nic0[hosts[0]["id"]]["ip"]
+        base = dict(os.environ)
+        for k in unset:
+            base.pop(k, None)
+        base.update(env or {})
+        self.dir = tempfile.mkdtemp(prefix="ff-failover-")
+        self.logs, self.procs, self.hosts = [], [], hosts
+        self.started = time.monotonic()
+        for rank, host in enumerate(hosts):
+            log = os.path.join(self.dir, f"rank{rank}.log")
+            self.logs.append(log)
+            cmd = ["ip", "netns", "exec", host["netns"], binary, "--rank", str(rank), "--nranks", str(len(hosts)),
+                   "--rendezvous", f"{root_ip}:{RENDEZVOUS_PORT}", "--bind-ip", nic0[host["id"]]["ip"]] + args
+            with open(log, "w") as f:
+                self.procs.append(subprocess.Popen(cmd, env=base, stdout=f, stderr=subprocess.STDOUT))
+
+    def wait(self, timeout_s):
+        """Exit codes (None for a rank killed at the deadline) and per-rank exit times since start."""
+        deadline = time.monotonic() + timeout_s
+        codes, ends = [None] * len(self.procs), [None] * len(self.procs)
+        while None in ends:
+            for i, p in enumerate(self.procs):
+                if ends[i] is None and p.poll() is not None:
+                    codes[i], ends[i] = p.returncode, time.monotonic() - self.started
+            if time.monotonic() > deadline:
+                for i, p in enumerate(self.procs):
+                    if ends[i] is None:
+                        p.kill()
+                        p.wait()
+                        ends[i] = time.monotonic() - self.started
+                break
+            time.sleep(0.02)
+        return codes, ends
+
+    def kill(self, rank):
+        self.procs[rank].send_signal(signal.SIGKILL)
+
+    def text(self, rank):
+        with open(self.logs[rank]) as f:
+            return f.read()
+
+    def failovers(self):
+        events = []
+        for r in range(len(self.procs)):
+            for m in FAILOVER_RE.finditer(self.text(r)):
+                events.append(dict(rank=r, silent_ms=float(m["silent"]), paused_ms=float(m["paused"]),
+                                   resent=int(m["resent"]), at=float(m["at"]), old=m["old"], new=m["new"]))
+        return events
+
+    def dump(self, limit=30):
+        for r in range(len(self.procs)):
+            lines = self.text(r).splitlines()
+            print(f"--- rank {r} ({len(lines)} lines, last {limit})")
+            for line in lines[-limit:]:
+                print(line)
+
+
+def reenter_in_fabric(script, argv, extra=()):
+    """Builds a 4-host fabric around `script` (fabric.py run); returns its exit status."""
+    cmd = [PYTHON, FABRIC, "run", "--hosts", "4"] + list(extra) + ["--", PYTHON, script] + argv
+    return subprocess.call(cmd)

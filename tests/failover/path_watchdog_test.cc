@@ -1,0 +1,74 @@
+// PathWatchdog's stall decision, driven with synthetic TCP_INFO samples (no sockets, no sleeps).
+#include <gtest/gtest.h>
+
+#include "plugin/path_health.h"
+
+namespace ff {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+TcpProgress Sample(uint32_t unacked, uint64_t bytes_acked, uint32_t ms_since_ack) {
+  TcpProgress tp;
+  tp.valid = true;
+  tp.unacked_segments = unacked;
+  tp.bytes_acked = bytes_acked;
+  tp.ms_since_ack = ms_since_ack;
+  return tp;
+}
+
+TEST(PathWatchdog, DeclaresStallWhenBytesInFlightGetNoAckForTheStallTime) {
+  PathWatchdog w(20 * kMs, false);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.Judge(0, Sample(10, 1000, 0), 100 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, Sample(10, 1000, 19), 119 * kMs, &rep));
+  ASSERT_TRUE(w.Judge(0, Sample(10, 1000, 21), 121 * kMs, &rep));
+  EXPECT_EQ(rep.path, 0);
+  EXPECT_EQ(rep.cause, PathFault::kStalled);
+  EXPECT_EQ(rep.silent_ns, 21 * kMs);
+}
+
+TEST(PathWatchdog, CumulativeAckProgressKeepsPathAliveAfterALongGapBetweenSamples) {
+  // The proxy thread was descheduled for 500 ms, but the kernel kept receiving acks meanwhile.
+  PathWatchdog w(20 * kMs, false);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.Judge(0, Sample(10, 1000, 0), 100 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, Sample(10, 900000, 30), 600 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, Sample(10, 900000, 30), 610 * kMs, &rep));
+}
+
+TEST(PathWatchdog, DuplicateAcksWithoutCumulativeProgressKeepPathAlive) {
+  // A lost segment awaiting fast retransmit: SACKs keep arriving, bytes_acked stands still.
+  PathWatchdog w(20 * kMs, false);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.Judge(0, Sample(10, 1000, 0), 100 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, Sample(10, 1000, 2), 150 * kMs, &rep));
+}
+
+TEST(PathWatchdog, IdleSocketIsNeverStalledHoweverOldItsLastAck) {
+  PathWatchdog w(20 * kMs, false);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.Judge(1, Sample(0, 5000, 60000), 100 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(0, 5000, 60000), 10000 * kMs, &rep));
+  // Bytes go out after the long idle period: the clock starts from the last idle sample.
+  EXPECT_FALSE(w.Judge(1, Sample(3, 5000, 60000), 10001 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(3, 5000, 60000), 10019 * kMs, &rep));
+  EXPECT_TRUE(w.Judge(1, Sample(3, 5000, 60000), 10022 * kMs, &rep));
+}
+
+TEST(PathWatchdog, StallDetectionOffWhenStallTimeIsZero) {
+  PathWatchdog w(0, false);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.enabled());
+  EXPECT_FALSE(w.Judge(0, Sample(10, 1000, 0), 1 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, Sample(10, 1000, 99999), 100000 * kMs, &rep));
+}
+
+TEST(PathWatchdog, InvalidProbeIsIgnored) {
+  PathWatchdog w(20 * kMs, false);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.Judge(0, TcpProgress{}, 1000 * kMs, &rep));
+}
+
+}  // namespace
+}  // namespace ff
