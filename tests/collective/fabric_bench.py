@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""busbw of 4-rank AllReduce through the plugin beside the driver's raw TCP backend, on the
+fabric emulator, in one run (sizes interleaved so machine drift hits both).
+
+Usage: fabric_bench.py FF_COLLECTIVE [--min-bytes 1M] [--max-bytes 256M] [--iters N] [--streams 2] [--json]
+Needs root (exit 77 otherwise). One rank per emulated host, all on rail 0 (NCCL_SOCKET_IFNAME=eth0);
+the plugin uses FLEXIFORCE_PATHS=<streams> paths, the raw backend the same number of sockets.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FABRIC = os.path.join(HERE, "..", "fabric", "fabric.py")
+PORT = 5302
+SKIP = 77
+
+
+def parse_bytes(s):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+
+
+def run_once(binary, state, backend, size, iters, streams):
+    st = json.load(open(state))
+    hosts = [n for n in st["nodes"] if n["kind"] == "host"]
+    nic0 = {n["host"]: n for n in st["nics"] if n["rail"] == 0}
+    root_ip = nic0[hosts[0]["id"]]["ip"]
+    env = dict(os.environ, NCCL_SOCKET_IFNAME="=" + nic0[hosts[0]["id"]]["ifname"], FLEXIFORCE_PATHS=str(streams))
+    procs = []
+    for rank, h in enumerate(hosts):
+        cmd = ["ip", "netns", "exec", h["netns"], binary, "--rank", str(rank), "--nranks", str(len(hosts)),
+               "--rendezvous", f"{root_ip}:{PORT}", "--bind-ip", nic0[h["id"]]["ip"], "--coll", "allreduce",
+               "--min-bytes", str(size), "--max-bytes", str(size), "--iters", str(iters), "--warmup", "1",
+               "--backend", backend, "--raw-streams", str(streams), "--json", "--timeout-s", "300"]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL))
+    out = procs[0].communicate()[0]
+    codes = [procs[0].returncode] + [p.wait() for p in procs[1:]]
+    if any(codes):
+        raise SystemExit(f"fabric_bench: {backend} {size} B failed: exit codes {codes}")
+    return json.loads(out)["results"][0]["busbw_gbps"]
+
+
+def inside(args):
+    state = os.environ["FF_FABRIC_STATE"]
+    rows = []
+    size = parse_bytes(args.min_bytes)
+    while size <= parse_bytes(args.max_bytes):
+        iters = args.iters or max(3, min(20, (64 << 20) // size))
+        plugin = run_once(args.binary, state, "plugin", size, iters, args.streams)
+        raw = run_once(args.binary, state, "raw", size, iters, args.streams)
+        rows.append({"bytes": size, "iters": iters, "plugin_busbw_gbps": plugin, "raw_busbw_gbps": raw,
+                     "ratio": plugin / raw if raw else None})
+        if not args.json:
+            print(f"{size:>12} {plugin:>12.3f} {raw:>12.3f} {plugin / raw:>8.2f}", flush=True)
+        size *= 2
+    if args.json:
+        print(json.dumps({"ranks": 4, "streams": args.streams, "fabric": "4 hosts, 2 leaves, 2 spines", "rows": rows},
+                         indent=2))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("binary")
+    ap.add_argument("--min-bytes", default="1M")
+    ap.add_argument("--max-bytes", default="256M")
+    ap.add_argument("--iters", type=int, default=0, help="timed iterations per size (default: scaled by size)")
+    ap.add_argument("--streams", type=int, default=2)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.binary = os.path.abspath(args.binary)
+    if args.inside:
+        return inside(args)
+    if os.geteuid() != 0:
+        print("fabric_bench: SKIP: needs root to create network namespaces", file=sys.stderr)
+        return SKIP
+    if not args.json:
+        print("# 4-rank ring AllReduce on the fabric emulator: busbw GB/s (nccl-tests definition)")
+        print(f"{'bytes':>12} {'plugin':>12} {'raw':>12} {'ratio':>8}")
+    cmd = ["/usr/bin/python3", FABRIC, "run", "--hosts", "4", "--", "/usr/bin/python3", os.path.abspath(__file__),
+           "--inside"] + sys.argv[1:]
+    return subprocess.call(cmd, stdout=None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
