@@ -33,7 +33,7 @@ const std::vector<KnobSpec> kSpecs = {
     {"FLEXIFORCE_PEER_TIMEOUT_MS", KnobType::kInt, "10000", 100, 3600000,
      "a path whose peer stops acknowledging for this long is declared dead (TCP_USER_TIMEOUT); bounds the "
      "time to report a silently dead peer"},
-    {"FLEXIFORCE_PATH_STALL_MS", KnobType::kInt, "25", 0, 3600000,
+    {"FLEXIFORCE_PATH_STALL_MS", KnobType::kInt, "100", 0, 3600000,
      "a path with bytes in flight that receives no TCP acknowledgement at all for this long is declared "
      "dead and its unacknowledged chunks are re-sent on the other paths (0: off; never applied to the "
      "last path, which FLEXIFORCE_PEER_TIMEOUT_MS bounds)"},

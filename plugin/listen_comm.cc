@@ -132,7 +132,8 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     }
     CommOptions opts;
     opts.chunk_bytes = g.chunk_bytes;
-    opts.path_stall_ms = static_cast<uint32_t>(PluginState::Get().config().path_stall_ms);
+    // No stall watchdog on receivers: their only traffic is small acknowledgements, which the peer
+    // may hold for a delayed ACK (40-200 ms). They follow the sender's failover instead.
     opts.link_events = PluginState::Get().config().link_events;
     TaskProfile& task = PluginState::Get().task();
     opts.stats_task = task.stats_task;

@@ -50,7 +50,9 @@ bool PathWatchdog::Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathF
   if (!tp.valid) return false;
   // Progress is the later of: the last change of the cumulative acknowledgement seen by a sample,
   // and the kernel's own time of the last acknowledgement of any kind (duplicate/SACK included).
-  if (tp.unacked_segments == 0 || tp.bytes_acked != s.bytes_acked || s.last_progress_ns == 0) {
+  // One segment in flight may wait for the peer's delayed ACK (40 ms and more): only two or more,
+  // which a live receiver acknowledges at once, count as evidence.
+  if (tp.unacked_segments < 2 || tp.bytes_acked != s.bytes_acked || s.last_progress_ns == 0) {
     s.last_progress_ns = now_ns;
   } else {
     const uint64_t ack_age_ns = uint64_t{tp.ms_since_ack} * 1'000'000;

@@ -31,8 +31,8 @@ struct TcpProgress {
 };
 TcpProgress ProbeTcp(int fd);
 
-// Samples the paths of one communicator. A path is stalled when the kernel has bytes in flight on
-// it and no acknowledgement at all (neither cumulative progress nor a duplicate/SACK) has arrived
+// Samples the paths of one communicator. A path is stalled when the kernel has two or more segments
+// in flight on it and no acknowledgement at all (neither cumulative progress nor a duplicate/SACK) has arrived
 // for `stall_ns`. Only kernel counters are compared, so a proxy thread that was descheduled for a
 // while never mistakes its own absence for a dead link.
 class PathWatchdog {

@@ -116,7 +116,6 @@ void RecvComm::OnFrameComplete(StreamPath& path, const FrameHeader& h) {
   RecvEntry* e = path_entry_[path.index()];
   if (e == nullptr) return;  // discarded duplicate
   path_entry_[path.index()] = nullptr;
-  ack_path_ = path.index();
   uint64_t idx = h.offset / e->chunk;
   e->chunks_seen[idx / 64] |= uint64_t{1} << (idx % 64);
   e->received += h.length;
@@ -151,21 +150,26 @@ void RecvComm::OnFrameComplete(StreamPath& path, const FrameHeader& h) {
 }
 
 bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag) {
-  StreamPath* p = ack_path_ >= 0 && paths_[static_cast<size_t>(ack_path_)]->alive()
-                      ? paths_[static_cast<size_t>(ack_path_)].get()
-                      : FirstAlive();
-  if (p == nullptr || !p->CanQueue()) return false;
-  FrameHeader h{};
-  h.type = static_cast<uint8_t>(type);
-  h.path = static_cast<uint16_t>(p->index());
-  h.seq = seq;
-  h.offset = next_post_seq_;  // credit: the sender may send messages below this sequence
-  h.tag = tag;
-  h.task_hash = opts_.task_hash;
-  SealHeader(&h);
-  p->Queue(h, nullptr);
-  p->Flush();
-  return true;
+  // Control frames go on every live path. A path can be dead without either end knowing yet (a
+  // link that silently stopped delivering); an acknowledgement lost there would leave the sender
+  // waiting forever once it has nothing left in flight to notice the stall with. Duplicates of a
+  // cumulative acknowledgement are harmless, and they cost 64 bytes each.
+  bool sent = false;
+  for (auto& p : paths_) {
+    if (!p->alive() || !p->CanQueue()) continue;
+    FrameHeader h{};
+    h.type = static_cast<uint8_t>(type);
+    h.path = static_cast<uint16_t>(p->index());
+    h.seq = seq;
+    h.offset = next_post_seq_;  // credit: the sender may send messages below this sequence
+    h.tag = tag;
+    h.task_hash = opts_.task_hash;
+    SealHeader(&h);
+    p->Queue(h, nullptr);
+    p->Flush();
+    sent = true;
+  }
+  return sent;
 }
 
 Status RecvComm::Progress() {

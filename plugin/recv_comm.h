@@ -41,7 +41,6 @@ class RecvComm final : public Comm {
   std::array<RecvEntry*, 64> path_entry_{};
   std::array<RecvRequest*, 64> path_req_{};
   std::array<uint64_t, 64> path_offset_{};  // offset of the chunk each path is receiving
-  int ack_path_ = -1;  // acknowledgements go where data last arrived: that path is known to work
 };
 
 }  // namespace ff

@@ -5,8 +5,8 @@ Usage: fabric_failover.py --collective FF_COLLECTIVE --scenario NAME [--keep-log
 Scenarios:
   nic_down        host h1's NIC 0 loses carrier mid-AllReduce; the plugin spreads its paths over both
                   NICs, so every rank must finish with exact results and h1 logs a failover.
-  spine_down      leaf1--spine0 goes down mid-AllReduce (steering on, one NIC per host, paths in both
-                  spines' port ranges): exact results, a failover, and traffic on leaf1--spine1 afterwards.
+  spine_down      leaf1--spine1 goes down mid-AllReduce (steering on, one NIC per host, paths in both
+                  spines' port ranges): exact results, a failover, and traffic on leaf1--spine0 afterwards.
   all_paths_down  h1's only used NIC goes down: ranks must end with an error, within a bound set by
                   FLEXIFORCE_PEER_TIMEOUT_MS, never hang.
   peer_killed     rank 2 is killed with SIGKILL: the others end with an error within a bound.
@@ -43,16 +43,19 @@ def scenario_survives(binary, state_file, name):
         unset = ("NCCL_SOCKET_IFNAME",)
         watch = None
     else:
-        link = fh.fabric_link(state, "leaf1", "spine0")
-        watch = fh.fabric_link(state, "leaf1", "spine1")
+        # spine1: the driver's own rendezvous (port below the entropy ranges) always crosses spine0,
+        # so only the plugin's paths are hit by this cut.
+        link = fh.fabric_link(state, "leaf1", "spine1")
+        watch = fh.fabric_link(state, "leaf1", "spine0")
         env = {"NCCL_SOCKET_IFNAME": "eth0", "AI_FLEXIFORCE_ENABLE": "1", "FLEXIFORCE_PATHS": "2",
                "FLEXIFORCE_TOPOLOGY": os.environ.get("FF_FABRIC_TOPOLOGY", "")}
         unset = ()
-    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "8", "--timeout-s", "120"], env, unset)
+    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "8", "--timeout-s", "120"], env, unset,
+                     control_rail=1 if name == "nic_down" else 0)
     time.sleep(CUT_AFTER_S)
     before = fh.link_bytes(state_file, watch) if watch else 0
+    cut_at = time.time()  # just before the command: the carrier drops while it runs
     fh.fabric(state_file, "link-down", link)
-    cut_at = time.time()
     try:
         codes, ends = ranks.wait(150)
     finally:

@@ -60,10 +60,12 @@ def link_bytes(state_file, link_id):
 class Ranks:
     """ff-collective ranks, one per emulated host; stderr of rank i goes to self.logs[i]."""
 
-    def __init__(self, binary, state_file, args, env=None, unset=()):
+    def __init__(self, binary, state_file, args, env=None, unset=(), control_rail=0):
+        # The driver's own rendezvous/barrier sockets use NIC `control_rail`; a test that cuts a NIC
+        # puts them on another one, so only the plugin's traffic sees the fault.
         self.state = load_state(state_file)
         hosts = [n for n in self.state["nodes"] if n["kind"] == "host"]
-        nic0 = {n["host"]: n for n in self.state["nics"] if n["rail"] == 0}
+        nic0 = {n["host"]: n for n in self.state["nics"] if n["rail"] == control_rail}
         root_ip = nic0[hosts[0]["id"]]["ip"]
         base = dict(os.environ)
         for k in unset:

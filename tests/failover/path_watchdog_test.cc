@@ -56,6 +56,13 @@ TEST(PathWatchdog, IdleSocketIsNeverStalledHoweverOldItsLastAck) {
   EXPECT_TRUE(w.Judge(1, Sample(3, 5000, 60000), 10022 * kMs, &rep));
 }
 
+TEST(PathWatchdog, SingleSegmentWaitingForDelayedAckIsNotAStall) {
+  PathWatchdog w(20 * kMs, false);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.Judge(0, Sample(1, 1000, 0), 100 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, Sample(1, 1000, 45), 145 * kMs, &rep));
+}
+
 TEST(PathWatchdog, StallDetectionOffWhenStallTimeIsZero) {
   PathWatchdog w(0, false);
   PathFaultReport rep;
