@@ -356,8 +356,7 @@ bool TestDone(PluginEndpoint& ep, void* req, int* got) {
 }
 
 // Streams `iters` messages with up to window in flight; returns seconds from first isend to last completion.
-double PluginStreamSend(PluginEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters) {
-  const uint64_t window = static_cast<uint64_t>(slots.count());
+double PluginStreamSend(PluginEndpoint& ep, Slots& slots, uint64_t window, uint64_t size, uint64_t iters) {
   std::vector<void*> reqs(window, nullptr);
   uint64_t posted = 0, completed = 0;
   StallGuard guard("plugin stream send");
@@ -385,8 +384,7 @@ double PluginStreamSend(PluginEndpoint& ep, Slots& slots, uint64_t size, uint64_
 }
 
 // Receives the stream with `window` receives posted ahead; returns an error text or "".
-std::string PluginStreamRecv(PluginEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters) {
-  const uint64_t window = static_cast<uint64_t>(slots.count());
+std::string PluginStreamRecv(PluginEndpoint& ep, Slots& slots, uint64_t window, uint64_t size, uint64_t iters) {
   std::vector<void*> reqs(window, nullptr);
   uint64_t posted = 0, completed = 0;
   std::string error;
@@ -604,12 +602,13 @@ class RawLayout {
 // hands every stream one vectored sendmsg/recvmsg covering as many of its next pieces as allowed.
 class RawStreamer {
  public:
-  RawStreamer(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters, const RawPolicy& policy, bool sending)
+  RawStreamer(RawEndpoint& ep, Slots& slots, uint64_t window, uint64_t size, uint64_t iters, const RawPolicy& policy,
+              bool sending)
       : ep_(ep),
         slots_(slots),
         size_(size),
         iters_(iters),
-        window_(static_cast<uint64_t>(slots.count())),
+        window_(window),
         io_cap_(policy.io_bytes),
         layout_(ep.streams(), size, policy.stripe_min),
         sending_(sending),
@@ -700,9 +699,10 @@ class RawStreamer {
 };
 
 // The end-of-run acknowledgement byte travels on stream 0, which is otherwise idle in that direction.
-double RawStreamSend(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters, const RawPolicy& policy) {
+double RawStreamSend(RawEndpoint& ep, Slots& slots, uint64_t window, uint64_t size, uint64_t iters,
+                     const RawPolicy& policy) {
   Clock::time_point t0 = Clock::now();
-  RawStreamer(ep, slots, size, iters, policy, true).Run();
+  RawStreamer(ep, slots, window, size, iters, policy, true).Run();
   char ack = 0;
   StallGuard guard("raw stream final acknowledgement");
   RecvAllRaw(ep.fd(0), &ack, 1, guard);
@@ -710,8 +710,9 @@ double RawStreamSend(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iter
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::string RawStreamRecv(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters, const RawPolicy& policy) {
-  std::string error = RawStreamer(ep, slots, size, iters, policy, false).Run();
+std::string RawStreamRecv(RawEndpoint& ep, Slots& slots, uint64_t window, uint64_t size, uint64_t iters,
+                          const RawPolicy& policy) {
+  std::string error = RawStreamer(ep, slots, window, size, iters, policy, false).Run();
   StallGuard guard("raw stream final acknowledgement");
   const char ack = 'A';
   SendAllRaw(ep.fd(0), &ack, 1, guard);
@@ -812,8 +813,8 @@ int PeerMain(const SharedSetup& setup, int from_parent, int to_parent) {
     WriteFull(to_parent, &port, sizeof(port));
     raw.AcceptAll(setup.streams);
   }
-  // Stream receives use the first `window` slots; ping-pong double-buffers over them.
-  Slots& s = slots;
+  // Stream receives cycle through the window's slots; the pong double-buffers over them.
+  const uint64_t window = static_cast<uint64_t>(o.window);
   for (;;) {
     Command c{};
     if (!ReadFull(from_parent, &c, sizeof(c))) return 1;
@@ -821,16 +822,16 @@ int PeerMain(const SharedSetup& setup, int from_parent, int to_parent) {
     std::string error;
     switch (c.op) {
       case Op::kPluginStream:
-        error = PluginStreamRecv(*plugin, s, c.size, c.iters);
+        error = PluginStreamRecv(*plugin, slots, window, c.size, c.iters);
         break;
       case Op::kPluginPingPong:
-        error = PluginPong(*plugin, s, c.size, c.iters);
+        error = PluginPong(*plugin, slots, c.size, c.iters);
         break;
       case Op::kRawStream:
-        error = RawStreamRecv(raw, s, c.size, c.iters, setup.raw);
+        error = RawStreamRecv(raw, slots, window, c.size, c.iters, setup.raw);
         break;
       case Op::kRawPingPong:
-        error = RawPong(raw, s, c.size, c.iters);
+        error = RawPong(raw, slots, c.size, c.iters);
         break;
       default:
         error = "unknown command " + std::to_string(static_cast<uint32_t>(c.op));
@@ -958,8 +959,9 @@ class Driver {
 
   double Stream(bool plugin, uint64_t size, uint64_t iters) {
     peer_.Send({plugin ? Op::kPluginStream : Op::kRawStream, 0, size, iters});
-    double secs = plugin ? PluginStreamSend(*plugin_, slots_, size, iters)
-                         : RawStreamSend(raw_, slots_, size, iters, setup_.raw);
+    const uint64_t window = static_cast<uint64_t>(o_.window);
+    double secs = plugin ? PluginStreamSend(*plugin_, slots_, window, size, iters)
+                         : RawStreamSend(raw_, slots_, window, size, iters, setup_.raw);
     peer_.Expect(plugin ? "plugin stream" : "raw stream", size);
     return secs;
   }
@@ -972,7 +974,7 @@ class Driver {
   }
 
   // Picks iterations so the slower transport runs ~kTargetSeconds; the probes double as warm-up.
-  // `per_iter_cost` runs a probe of n iterations on one transport and returns its seconds.
+  // `probe(plugin, n)` runs n iterations on one transport and returns their total seconds.
   template <typename Probe>
   uint64_t Calibrate(uint64_t start, Probe probe) {
     uint64_t n = start;
