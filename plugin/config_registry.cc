@@ -44,6 +44,12 @@ const std::vector<KnobSpec> kSpecs = {
     {"FLEXIFORCE_TRAFFIC_CLASS", KnobType::kInt, "-1", -1, 255,
      "IP TOS byte for every path (-1: derive from the SLA level when steering, else leave unset); "
      "a communicator's ncclConfig trafficClass wins over this"},
+    {"FLEXIFORCE_LEVEL3_CAP_PCT", KnobType::kInt, "80", 1, 100,
+     "when steering, Level-3 connections (no SLA or SLA > 100 us) are paced to this percent of the link rate "
+     "(SO_MAX_PACING_RATE, split evenly over the connection's paths); 100 turns pacing off"},
+    {"FLEXIFORCE_LINK_SPEED_MBPS", KnobType::kInt, "0", 0, 10000000,
+     "link rate in Mbit/s that the Level-3 cap is a fraction of; 0 uses the device's sysfs speed (for virtual "
+     "NICs, whose reported speed means nothing, set it)"},
     {"FLEXIFORCE_STATS", KnobType::kBool, "1", 0, 1,
      "keep per-task, per-collective statistics in shared memory for `flexiforce stats` (1) or not (0)"},
     {"FLEXIFORCE_STATS_KEEP", KnobType::kBool, "0", 0, 1,
@@ -173,6 +179,8 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.link_events = num("FLEXIFORCE_LINK_EVENTS") != 0;
   c.traffic_class = static_cast<int>(num("FLEXIFORCE_TRAFFIC_CLASS"));
   c.topology_file = str("FLEXIFORCE_TOPOLOGY");
+  c.level3_cap_pct = static_cast<int>(num("FLEXIFORCE_LEVEL3_CAP_PCT"));
+  c.link_speed_mbps = num("FLEXIFORCE_LINK_SPEED_MBPS");
   c.stats_enabled = num("FLEXIFORCE_STATS") != 0;
   c.stats_keep = num("FLEXIFORCE_STATS_KEEP") != 0;
   c.stats_dir = str("FLEXIFORCE_STATS_DIR");

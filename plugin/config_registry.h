@@ -43,6 +43,8 @@ struct Config {
   int path_stall_ms;
   bool link_events;
   int traffic_class;
+  int level3_cap_pct;       // FLEXIFORCE_LEVEL3_CAP_PCT
+  int64_t link_speed_mbps;  // FLEXIFORCE_LINK_SPEED_MBPS; 0: the device's own speed
   std::string topology_file;
   bool stats_enabled;
   bool stats_keep;

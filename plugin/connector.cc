@@ -11,6 +11,7 @@
 #include "plugin/listen_handle.h"
 #include "plugin/logging.h"
 #include "plugin/path_planner.h"
+#include "sla/pacing.h"
 #include "sla/traffic_class.h"
 #include "plugin/plugin_state.h"
 #include "tcp/interfaces.h"
@@ -34,6 +35,7 @@ struct PendingConnect {
   ListenHandle handle;
   uint64_t conn_id = 0;
   int tos = -1;
+  uint64_t pacing_bytes_per_s = 0;  // per path; 0 unpaced
   NetContext* ctx = nullptr;
   PathPlan plan;
   std::vector<PathAttempt> paths;
@@ -98,9 +100,18 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     fresh->ctx = ctx;
     const int npaths = cfg.paths_per_connection;
     fresh->plan = PlanPaths(dev, fresh->handle, npaths, task);
-    FF_INFO(NCCL_NET, "connect to %s: task %s %s, TOS %d (%s); paths: %s",
+    sla::PacingInputs pin;
+    pin.steer = task.steer;
+    pin.level = task.level;
+    pin.level3_cap_pct = cfg.level3_cap_pct;
+    pin.link_mbps = cfg.link_speed_mbps > 0 ? cfg.link_speed_mbps : st.devices()[static_cast<size_t>(dev)].speed_mbps;
+    pin.npaths = npaths;
+    const sla::PacingDecision pace = sla::DecidePacing(pin);
+    fresh->pacing_bytes_per_s = pace.path_bytes_per_s;
+    FF_INFO(NCCL_NET, "connect to %s: task %s %s, TOS %d (%s), pacing %s (%.0f Mbit/s per connection); paths: %s",
             tcp::PeerToString(fresh->handle.addrs[0]).c_str(), task.decl.task.id.c_str(), sla::SlaLevelName(task.level),
-            tcd.tos, sla::TrafficClassSourceName(tcd.source), fresh->plan.summary.c_str());
+            tcd.tos, sla::TrafficClassSourceName(tcd.source), pace.reason, pace.connection_bytes_per_s * 8 / 1e6,
+            fresh->plan.summary.c_str());
     if (!fresh->plan.sla_attainable) {
       FF_INFO(NCCL_NET, "SLA %u us unattainable on every path to %s; using the best path anyway", task.sla_us,
               tcp::PeerToString(fresh->handle.addrs[0]).c_str());
@@ -165,6 +176,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       o.tos = pc->tos;
       o.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
       o.user_timeout_ms = cfg.peer_timeout_ms;
+      o.max_pacing_bytes_per_s = pc->pacing_bytes_per_s;
       Status s = tcp::ApplyPathOptions(a.socket.fd(), a.remote.ss_family, o);
       if (!s.ok()) {
         Forget(handle, pc);

@@ -144,6 +144,13 @@ Status ApplyPathOptions(int fd, int family, const PathSocketOptions& opts) {
                                : setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
     if (r != 0) return SystemError(ErrnoMessage("IP_TOS", errno));
   }
+  if (opts.max_pacing_bytes_per_s > 0) {
+    // The 64-bit form (Linux 5.x+ reads an unsigned long when optlen allows) so rates above
+    // 4 GB/s are not truncated; older kernels read the low 32 bits, same value below 4 GB/s.
+    uint64_t rate = opts.max_pacing_bytes_per_s;
+    if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof(rate)) != 0)
+      return SystemError(ErrnoMessage("SO_MAX_PACING_RATE", errno));
+  }
   if (opts.buffer_bytes > 0) {
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &opts.buffer_bytes, sizeof(opts.buffer_bytes));
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &opts.buffer_bytes, sizeof(opts.buffer_bytes));

@@ -42,6 +42,9 @@ struct PathSocketOptions {
   int tos = -1;             // IP_TOS / IPV6_TCLASS byte; -1 leaves the default
   int buffer_bytes = 0;     // SO_SNDBUF/SO_RCVBUF; 0 keeps autotuning
   int user_timeout_ms = 0;  // TCP_USER_TIMEOUT; 0 keeps the kernel default
+  // SO_MAX_PACING_RATE in bytes per second; 0 leaves the socket unpaced. TCP paces by itself
+  // (no fq qdisc needed since Linux 4.13), so this caps the path's rate on any NIC.
+  uint64_t max_pacing_bytes_per_s = 0;
 };
 
 // Listening socket on `local` (port 0 picks one); returns the bound port.

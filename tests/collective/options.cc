@@ -90,6 +90,13 @@ Options ParseOptions(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--plugin", o.plugin_path, "Plugin .so (default $FF_PLUGIN_PATH, else the build tree's)");
   app.add_option("--dev", o.dev, "Plugin device index")->capture_default_str();
+  bool prof_on = false, prof_off = false, no_net_attr = false;
+  auto* prof_flag = app.add_flag("--profiler", prof_on,
+                                 "Drive the plugin's ncclProfiler_v5 table as NCCL 2.28 does (Coll, ProxyOp, ProxyStep "
+                                 "events; isend/irecv get NCCL's phandle); default: on when the plugin exports it");
+  app.add_flag("--no-profiler", prof_off, "Do not drive the profiler (isend/irecv get a NULL phandle)")
+      ->excludes(prof_flag);
+  app.add_flag("--no-net-attr", no_net_attr, "internal: never call setNetAttr")->group("");
   app.add_flag("--json", o.json, "Print the report as JSON (rank 0)");
   app.add_flag("--bench-compare", o.bench_compare,
                "With --launch-local: run the sweep through the plugin and then raw sockets, print busbw ratio");
@@ -134,6 +141,8 @@ Options ParseOptions(int argc, char** argv) {
     else if (backend == "raw") o.backend = Backend::kRaw;
     else throw CLI::ValidationError("--backend", "'" + backend + "' is not plugin or raw");
     if (o.plugin_path.empty()) o.plugin_path = ff::testing::DefaultPluginPath();
+    o.profiler = prof_on ? 1 : prof_off ? 0 : -1;
+    o.net_attr = !no_net_attr;
 
     if (o.launch_local) {
       if (o.launch_ranks < 2) throw CLI::ValidationError("--launch-local", "needs --ranks N (N >= 2)");
@@ -178,6 +187,8 @@ std::vector<std::string> RankArguments(const Options& o, int rank, int nranks, c
   if (!o.bind_ip.empty()) a.insert(a.end(), {"--bind-ip", o.bind_ip});
   if (rendezvous_fd >= 0) a.insert(a.end(), {"--rendezvous-fd", std::to_string(rendezvous_fd)});
   if (o.json) a.push_back("--json");
+  if (o.profiler >= 0) a.push_back(o.profiler ? "--profiler" : "--no-profiler");
+  if (!o.net_attr) a.push_back("--no-net-attr");
   if (!result_file.empty()) a.insert(a.end(), {"--result-file", result_file});
   if (o.inject_corruption) a.push_back("--inject-corruption");
   if (o.inject_exit_rank >= 0) a.insert(a.end(), {"--inject-exit", std::to_string(o.inject_exit_rank)});

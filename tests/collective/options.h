@@ -38,6 +38,9 @@ struct Options {
   int raw_streams = 1;
   std::string plugin_path;
   int dev = 0;
+  // Drive the plugin's ncclProfiler_v5 table as NCCL 2.28 does: -1 auto (when exported), 1 on, 0 off.
+  int profiler = -1;
+  bool net_attr = true;  // hidden --no-net-attr: skip setNetAttr (tests attribution by the profiler alone)
 
   // Output and control
   bool json = false;

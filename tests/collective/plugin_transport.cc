@@ -29,7 +29,9 @@ constexpr uint32_t kProtoSimpleBit = 1u << 2;
 
 }  // namespace
 
-PluginTransport::PluginTransport(const std::string& plugin_path, int dev, AbortContext& ctx) : ctx_(ctx), dev_(dev) {
+PluginTransport::PluginTransport(const PluginTransportOptions& opts, AbortContext& ctx)
+    : ctx_(ctx), opts_(opts), dev_(opts.dev) {
+  const std::string& plugin_path = opts.plugin_path;
   // Only loads the library: NCCL calls init() before any other entry point, and init needs
   // the communicator id that the rendezvous provides.
   try {
@@ -71,7 +73,10 @@ void PluginTransport::SelectDevice() {
               std::to_string(ndev) + ")";
 }
 
-std::string PluginTransport::Describe() const { return describe_; }
+std::string PluginTransport::Describe() const {
+  return describe_ + (profiler_ ? ", " + profiler_->Describe() : std::string(", no profiler")) +
+         (opts_.net_attr ? "" : ", no setNetAttr");
+}
 
 void PluginTransport::Connect(Rendezvous& rdv, int rank, int nranks) {
   ctx_.SetPhase("plugin connection setup");
@@ -87,6 +92,19 @@ void PluginTransport::Connect(Rendezvous& rdv, int rank, int nranks) {
   try {
     Require(net_->init(&net_ctx_, comm_id, &config, ff::testing::StderrLogger, nullptr), "init");
     SelectDevice();
+    rank_ = rank;
+    nranks_ = nranks;
+    // NCCL initialises the profiler plugin during communicator creation, after the net plugin.
+    if (opts_.profiler != ProfilerMode::kOff) {
+      const ncclProfiler_v5_t* table = nullptr;
+      try {
+        table = lib_->Table_<ncclProfiler_v5_t>("ncclProfiler_v5");
+      } catch (const std::exception& e) {
+        if (opts_.profiler == ProfilerMode::kOn)
+          throw DriverError(std::string("--profiler: ") + e.what() + " in " + opts_.plugin_path + " (use --no-profiler)");
+      }
+      if (table != nullptr) profiler_ = std::make_unique<ProfilerDriver>(table, comm_id, nranks, rank, opts_.window);
+    }
     char handle[FF_NCCL_NET_HANDLE_MAXSIZE] = {};
     Require(net_->listen(net_ctx_, dev_, handle, &listen_comm_), "listen");
     auto handles = rdv.AllGather("plugin-handles", std::string(handle, sizeof handle));
@@ -132,8 +150,26 @@ int PluginTransport::RegisterBuffer(void* data, size_t bytes) {
   return static_cast<int>(regions_.size() - 1);
 }
 
-void PluginTransport::BeginCollective(NcclFunc func) {
-  if (net_->setNetAttr == nullptr) return;
+void PluginTransport::BeginCollective(const CollectiveCall& call) {
+  if (profiler_) {
+    ProfiledCollective pc;
+    pc.func = call.func;
+    pc.count = call.count;
+    pc.datatype = call.dtype == DataType::kInt32 ? "ncclInt32" : "ncclInt64";  // ncclDatatypeToString
+    pc.root = call.root;
+    pc.send_peer = (rank_ + 1) % nranks_;
+    pc.recv_peer = (rank_ + nranks_ - 1) % nranks_;
+    pc.send_steps = call.send_steps;
+    pc.recv_steps = call.recv_steps;
+    pc.chunk_bytes = call.step_bytes;
+    try {
+      profiler_->BeginCollective(pc);
+    } catch (const DriverError& e) {
+      throw DriverError(ctx_.Prefix() + e.what() + " before " + ctx_.Phase());
+    }
+  }
+  if (net_->setNetAttr == nullptr || !opts_.net_attr) return;
+  const NcclFunc func = call.func;
   // What NCCL's proxy passes before a ring/simple collective: the op bit, algo and
   // protocol bits; peer/flow hints left undefined (-1).
   ncclNetAttr_t attr;
@@ -151,11 +187,17 @@ void PluginTransport::BeginCollective(NcclFunc func) {
 
 std::optional<RequestId> PluginTransport::PostSend(int region, const void* data, size_t bytes) {
   void* req = nullptr;
-  // NCCL passes a NULL profiler handle when no profiler is loaded; tag 0 as the ring proxy does.
+  // NCCL passes &sub->pHandles[step % NCCL_STEPS] (a NULL step handle inside when no profiler
+  // wants steps); without any profiler we pass NULL. Tag 0 as the ring proxy does.
+  void* phandle = profiler_ ? profiler_->StartStep(ProxyDir::kSend) : nullptr;
   Require(net_->isend(send_comm_, const_cast<void*>(data), bytes, 0, regions_[static_cast<size_t>(region)].send_mh,
-                      nullptr, &req),
+                      phandle, &req),
           "isend");
   if (req == nullptr) return std::nullopt;
+  if (profiler_) {
+    profiler_->Posted(ProxyDir::kSend, bytes);
+    in_flight_.push_back({req, ProxyDir::kSend, phandle});
+  }
   return reinterpret_cast<RequestId>(req);
 }
 
@@ -165,9 +207,13 @@ std::optional<RequestId> PluginTransport::PostRecv(int region, void* data, size_
   size_t sizes[1] = {bytes};
   int tags[1] = {0};
   void* mhandles[1] = {regions_[static_cast<size_t>(region)].recv_mh};
-  void* phandles[1] = {nullptr};
+  void* phandles[1] = {profiler_ ? profiler_->StartStep(ProxyDir::kRecv) : nullptr};
   Require(net_->irecv(recv_comm_, 1, buffers, sizes, tags, mhandles, phandles, &req), "irecv");
   if (req == nullptr) return std::nullopt;
+  if (profiler_) {
+    profiler_->Posted(ProxyDir::kRecv, bytes);
+    in_flight_.push_back({req, ProxyDir::kRecv, phandles[0]});
+  }
   return reinterpret_cast<RequestId>(req);
 }
 
@@ -175,8 +221,27 @@ bool PluginTransport::Test(RequestId request, size_t* bytes) {
   int done = 0;
   int sizes[1] = {0};
   Require(net_->test(reinterpret_cast<void*>(request), &done, sizes), "test");
-  if (done) *bytes = static_cast<size_t>(sizes[0]);
+  if (done) {
+    *bytes = static_cast<size_t>(sizes[0]);
+    if (profiler_) Completed(reinterpret_cast<void*>(request));
+  }
   return done != 0;
+}
+
+void PluginTransport::Completed(void* request) {
+  // At most 2 x window entries: a linear scan is cheaper than a map here.
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    if (in_flight_[i].request != request) continue;
+    InFlight f = in_flight_[i];
+    in_flight_[i] = in_flight_.back();
+    in_flight_.pop_back();
+    try {
+      profiler_->StopStep(f.dir, f.phandle);
+    } catch (const DriverError& e) {
+      throw DriverError(ctx_.Prefix() + e.what() + " during " + ctx_.Phase());
+    }
+    return;
+  }
 }
 
 void PluginTransport::Close() {
@@ -197,6 +262,13 @@ void PluginTransport::Close() {
   send_comm_ = recv_comm_ = listen_comm_ = nullptr;
   if (net_ctx_ && net_->finalize) call(net_->finalize(net_ctx_), "finalize");
   net_ctx_ = nullptr;
+  if (profiler_) {
+    try {
+      profiler_->Finalize();
+    } catch (const DriverError& e) {
+      if (first_error.empty()) first_error = e.what();
+    }
+  }
   if (!first_error.empty()) throw DriverError(ctx_.Prefix() + "plugin " + first_error + " while closing");
 }
 

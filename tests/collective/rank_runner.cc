@@ -61,7 +61,15 @@ void StartWatchdog(int rank, double timeout_s, const AbortContext* ctx) {
 }
 
 std::unique_ptr<RingTransport> MakeTransport(const Options& o, AbortContext& ctx) {
-  if (o.backend == Backend::kPlugin) return std::make_unique<PluginTransport>(o.plugin_path, o.dev, ctx);
+  if (o.backend == Backend::kPlugin) {
+    PluginTransportOptions p;
+    p.plugin_path = o.plugin_path;
+    p.dev = o.dev;
+    p.profiler = o.profiler < 0 ? ProfilerMode::kAuto : o.profiler ? ProfilerMode::kOn : ProfilerMode::kOff;
+    p.net_attr = o.net_attr;
+    p.window = o.window;
+    return std::make_unique<PluginTransport>(p, ctx);
+  }
   return std::make_unique<RawSocketTransport>(o.raw_streams, o.bind_ip, ctx);
 }
 
@@ -113,6 +121,7 @@ int RunRank(const Options& o) {
 
     RunInfo info{o.nranks, BackendName(o.backend), transport->Describe(), DataTypeName(o.dtype),
                  slot, o.window, o.iters, o.warmup};
+    for (const auto& pid : rdv.AllGather("pid", std::to_string(getpid()))) info.pids.push_back(std::stoi(pid));
     if (reporter && table) PrintTableHeader(table, info);
 
     std::vector<SizeResult> results;
@@ -126,6 +135,8 @@ int RunRank(const Options& o) {
         last_count = count;
         const size_t reported = f == NcclFunc::kAllGather ? count * esz * static_cast<size_t>(o.nranks) : count * esz;
         const RingSchedule schedule = BuildSchedule(f, o.rank, o.nranks, o.root, count, esz, o.step_bytes);
+        CollectiveCall call{f, count, o.dtype, o.root, static_cast<int>(schedule.sends.size()),
+                            static_cast<int>(schedule.recvs.size()), slot};
         const uint64_t salt = SaltFor(f, reported);
         const std::string label = CollName(f) + " " + std::to_string(reported) + " B";
         FillInput(o.dtype, eb.send, count, o.rank, salt);
@@ -144,7 +155,7 @@ int RunRank(const Options& o) {
         for (int w = 0; w < o.warmup; ++w) {
           Poison(eb.recv, out_bytes);
           ctx.SetPhase(label + " warmup iteration " + std::to_string(w));
-          transport->BeginCollective(f);
+          transport->BeginCollective(call);
           engine.Run(schedule);
           check("warmup iteration " + std::to_string(w));
         }
@@ -159,7 +170,7 @@ int RunRank(const Options& o) {
                          ctx.Phase().c_str());
             _exit(kExitError);
           }
-          transport->BeginCollective(f);
+          transport->BeginCollective(call);
           engine.Run(schedule);
         }
         const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /

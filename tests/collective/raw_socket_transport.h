@@ -20,7 +20,7 @@ class RawSocketTransport : public RingTransport {
   std::string Describe() const override;
   void Connect(Rendezvous& rdv, int rank, int nranks) override;
   int RegisterBuffer(void*, size_t) override { return 0; }
-  void BeginCollective(NcclFunc) override {}
+  void BeginCollective(const CollectiveCall&) override {}
   std::optional<RequestId> PostSend(int region, const void* data, size_t bytes) override;
   std::optional<RequestId> PostRecv(int region, void* data, size_t bytes) override;
   bool Test(RequestId request, size_t* bytes) override;

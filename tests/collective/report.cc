@@ -45,6 +45,7 @@ nlohmann::json ReportJson(const RunInfo& i, const std::vector<SizeResult>& resul
   j["steps_in_flight"] = i.window;
   j["iters"] = i.iters;
   j["warmup"] = i.warmup;
+  j["rank_pids"] = i.pids;
   bool all_ok = true;
   j["results"] = nlohmann::json::array();
   for (const auto& r : results) {

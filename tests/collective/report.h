@@ -34,6 +34,7 @@ struct RunInfo {
   int window = 0;
   int iters = 0;
   int warmup = 0;
+  std::vector<int> pids;  // pid of each rank's process, by rank (to find a rank's statistics file)
 };
 
 void PrintTableHeader(std::FILE* out, const RunInfo& info);
