@@ -42,6 +42,12 @@ int Comm::alive_paths() const {
   return n;
 }
 
+int Comm::usable_paths() const {
+  int n = 0;
+  for (const auto& p : paths_) n += p->alive() && !p->draining();
+  return n;
+}
+
 void Comm::Fail(Status s) {
   if (!error_.ok()) return;
   FF_WARN("communicator with %s failed: %s", peer_.c_str(), s.message().c_str());
@@ -67,6 +73,14 @@ bool Comm::PathDown(StreamPath& p, const std::string& why, PathFault cause) {
     Fail(RemoteError("lost the last path to " + peer_ + ": " + why));
     return false;
   }
+  // A lossy path beats none: when only drained paths are left, they carry traffic again.
+  if (usable_paths() == 0) {
+    for (auto& q : paths_) {
+      if (!q->alive() || !q->draining()) continue;
+      q->SetDraining(false);
+      watchdog_.NoteReadmitted(q->index());
+    }
+  }
   OnPathLost(p, why, silent_ns);
   return true;
 }
@@ -90,10 +104,48 @@ bool Comm::CheckHealth() {
   // The watchdog only ever removes a path while another remains: the last path is left to the
   // socket's own timeout (FLEXIFORCE_PEER_TIMEOUT_MS), which then fails the communicator.
   if (!watchdog_.enabled() || alive_paths() < 2) return true;
+  const uint64_t now = NowNs();
+  ReadmitDrained(now);
   PathFaultReport rep;
-  if (!watchdog_.Check(paths_, NowNs(), &rep)) return true;
+  if (!watchdog_.Check(paths_, now, &rep)) return true;
   StreamPath& p = *paths_[static_cast<size_t>(rep.path)];
-  return PathDown(p, std::string(PathFaultName(rep.cause)) + " (" + rep.detail + ")", rep.cause);
+  const std::string why = std::string(PathFaultName(rep.cause)) + " (" + rep.detail + ")";
+  if (IsSoftFault(rep.cause)) {
+    // Debounced soft signal: move traffic only while another path takes it; a lossy path stays
+    // better than an error.
+    if (usable_paths() >= 2 && !p.draining()) Drain(p, why);
+    return true;
+  }
+  return PathDown(p, why, rep.cause);
+}
+
+void Comm::Drain(StreamPath& p, const std::string& why) {
+  p.SetDraining(true);
+  watchdog_.NoteDrained(p.index(), NowNs());
+  if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
+    opts_.stats->AddFailover(opts_.stats_task, 1, 0, 0);
+  FF_WARN("draining path %d (%s) to %s: %s; new chunks go to %s, nothing re-sent", p.index(),
+          p.stream().Describe().c_str(), peer_.c_str(), why.c_str(), DescribeUsable().c_str());
+}
+
+void Comm::ReadmitDrained(uint64_t now_ns) {
+  for (auto& p : paths_) {
+    if (!p->alive() || !p->draining() || !watchdog_.ReadyToReadmit(p->index(), now_ns)) continue;
+    p->SetDraining(false);
+    watchdog_.NoteReadmitted(p->index());
+    FF_WARN("path %d (%s) to %s is back in service: no retransmission for the failback time", p->index(),
+            p->stream().Describe().c_str(), peer_.c_str());
+  }
+}
+
+std::string Comm::DescribeUsable() const {
+  std::string out;
+  for (const auto& q : paths_) {
+    if (!q->alive() || q->draining()) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(q->index()) + " (" + q->stream().Describe() + ")";
+  }
+  return out.empty() ? "no path" : out;
 }
 
 bool Comm::HandlePump(StreamPath& p, PumpResult r) {

@@ -16,6 +16,10 @@
 
 namespace ff {
 
+// Flag on an acknowledgement frame: the receiver lost path `tag` (carrier, socket error); the sender
+// fails it over at once instead of waiting for its own stall watchdog.
+constexpr uint16_t kAckFlagPathDown = 1;
+
 // What a communicator stamps on every frame and how it chunks (fixed at connect time).
 struct CommOptions {
   uint64_t chunk_bytes = 512 * 1024;
@@ -46,6 +50,7 @@ class Comm : public FrameSink {
   PauseGate& gate() { return gate_; }
   int path_count() const { return static_cast<int>(paths_.size()); }
   int alive_paths() const;
+  int usable_paths() const;  // alive and not draining: what new chunks may use
   const std::string& peer() const { return peer_; }
 
  protected:
@@ -57,6 +62,7 @@ class Comm : public FrameSink {
   bool CheckHealth();
   // "2 (10.0.0.1:50000->10.0.0.2:41234)" for every live path, for failover log lines.
   std::string DescribeAlive() const;
+  std::string DescribeUsable() const;
   StreamPath* FirstAlive();
   // Collective of a message: the profiler's attribution, else setNetAttr's op bits, else unknown.
   uint16_t Classify(void* phandle) const;
@@ -69,6 +75,10 @@ class Comm : public FrameSink {
   // Whether bytes are still owed on this communicator: EOF is an error only then.
   virtual bool ExpectingTraffic() const = 0;
   bool FlushAll();
+  // Soft degradation: stop putting new chunks on `p` (what it holds still completes).
+  void Drain(StreamPath& p, const std::string& why);
+  // Puts drained paths that stayed clean for the failback time back into service.
+  void ReadmitDrained(uint64_t now_ns);
 
   std::vector<std::unique_ptr<StreamPath>> paths_;
   CommOptions opts_;

@@ -5,6 +5,9 @@
 #include <linux/tcp.h>  // glibc's tcp_info lacks tcpi_bytes_acked
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "plugin/link_monitor.h"
 
 namespace ff {
@@ -17,6 +20,12 @@ const char* PathFaultName(PathFault f) {
       return "no acknowledgement";
     case PathFault::kCarrierLost:
       return "carrier lost";
+    case PathFault::kSocketError:
+      return "socket error";
+    case PathFault::kPeerReported:
+      return "the peer lost it";
+    case PathFault::kRetransmits:
+      return "retransmissions";
   }
   return "?";
 }
@@ -68,6 +77,63 @@ bool PathWatchdog::Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathF
   return true;
 }
 
+bool PathWatchdog::JudgeSoft(int path, uint32_t retransmits, uint64_t now_ns, PathFaultReport* out) {
+  State& s = StateOf(path);
+  if (!s.retrans_seen) {
+    s.retrans_seen = true;
+    s.retrans = retransmits;
+    s.window_start_ns = now_ns;
+    return false;
+  }
+  if (retransmits != s.retrans) {
+    s.window_dirty = true;
+    s.last_retrans_ns = now_ns;
+  }
+  s.retrans = retransmits;
+  if (now_ns - s.window_start_ns < kSoftWindowNs) return false;
+  // One window with any retransmission is one detection, however many segments it lost.
+  const bool detected = s.window_dirty;
+  s.window_start_ns = now_ns;
+  s.window_dirty = false;
+  if (!detected) return false;
+  // Keep only detections inside the span, then add this one.
+  int kept = 0;
+  for (int i = 0; i < s.ndetections; ++i)
+    if (now_ns - s.detections[i] < kSoftSpanNs) s.detections[kept++] = s.detections[i];
+  if (kept == kSoftDetections) {
+    std::copy(s.detections + 1, s.detections + kept, s.detections);
+    --kept;
+  }
+  s.detections[kept++] = now_ns;
+  s.ndetections = kept;
+  if (kept < kSoftDetections) return false;
+  s.ndetections = 0;
+  out->path = path;
+  out->cause = PathFault::kRetransmits;
+  out->silent_ns = 0;
+  out->detail = std::to_string(kSoftDetections) + " windows of " + std::to_string(kSoftWindowNs / 1'000'000) +
+                " ms with retransmissions within " + std::to_string(kSoftSpanNs / 1'000'000) + " ms (" +
+                std::to_string(retransmits) + " in total)";
+  return true;
+}
+
+void PathWatchdog::NoteDrained(int path, uint64_t now_ns) {
+  State& s = StateOf(path);
+  s.drained_ns = now_ns;
+  s.last_retrans_ns = now_ns;
+  s.ndetections = 0;
+  if (s.drains < 5) ++s.drains;
+}
+
+void PathWatchdog::NoteReadmitted(int path) { StateOf(path).ndetections = 0; }
+
+bool PathWatchdog::ReadyToReadmit(int path, uint64_t now_ns) const {
+  if (static_cast<size_t>(path) >= states_.size()) return true;
+  const State& s = states_[static_cast<size_t>(path)];
+  const uint64_t hold = kFailbackNs << std::max(0, std::min(s.drains, 5) - 1);
+  return now_ns - s.last_retrans_ns >= hold && now_ns - s.drained_ns >= hold;
+}
+
 bool PathWatchdog::Check(const std::vector<std::unique_ptr<StreamPath>>& paths, uint64_t now_ns,
                          PathFaultReport* out) {
   if (!enabled() || now_ns - last_sample_ns_ < kSampleNs) return false;
@@ -98,7 +164,23 @@ bool PathWatchdog::Check(const std::vector<std::unique_ptr<StreamPath>>& paths, 
         return true;
       }
     }
-    if (stall_ns_ > 0 && Judge(p->index(), ProbeTcp(fd), now_ns, out)) return true;
+    // An ICMP unreachable or a reset leaves an error on the socket (SO_ERROR also returns the soft
+    // error TCP keeps for ICMP on an established connection), long before TCP itself gives up.
+    int err = 0;
+    socklen_t elen = sizeof(err);
+    if (fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err != 0) {
+      out->path = p->index();
+      out->cause = PathFault::kSocketError;
+      out->silent_ns = SilentFor(p->index(), now_ns);
+      out->detail = std::string(strerror(err));
+      return true;
+    }
+    if (stall_ns_ == 0) continue;
+    const TcpProgress tp = ProbeTcp(fd);
+    if (Judge(p->index(), tp, now_ns, out)) return true;
+    // Only senders run the stall watchdog, and only their retransmissions say the path loses data.
+    // A draining path is still sampled, so its failback clock restarts while it keeps losing data.
+    if (tp.valid && JudgeSoft(p->index(), tp.retransmits, now_ns, out) && !p->draining()) return true;
   }
   return false;
 }

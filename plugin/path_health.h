@@ -10,7 +10,9 @@
 
 namespace ff {
 
-enum class PathFault { kNone, kStalled, kCarrierLost };
+enum class PathFault { kNone, kStalled, kCarrierLost, kSocketError, kPeerReported, kRetransmits };
+// Soft faults move traffic away from a path (drain) instead of killing it.
+inline bool IsSoftFault(PathFault f) { return f == PathFault::kRetransmits; }
 const char* PathFaultName(PathFault f);
 
 struct PathFaultReport {
@@ -39,6 +41,21 @@ class PathWatchdog {
  public:
   PathWatchdog(uint64_t stall_ns, bool carrier_events) : stall_ns_(stall_ns), carrier_events_(carrier_events) {}
 
+  // Soft signal: retransmissions rose in a window of kSoftWindowNs; kSoftDetections such windows on
+  // one path within kSoftSpanNs (the oracle's link-health debounce: 3 within 500 ms) degrade it.
+  static constexpr uint64_t kSoftWindowNs = 50'000'000;
+  static constexpr uint64_t kSoftSpanNs = 500'000'000;
+  static constexpr int kSoftDetections = 3;
+  // A drained path returns after this long without a new retransmission; each repeated drain
+  // doubles the wait (up to 16x), so a path that stays lossy is probed ever more rarely.
+  static constexpr uint64_t kFailbackNs = 500'000'000;
+  // Feeds one retransmit counter sample; true when the debounce rule declares the path degraded.
+  bool JudgeSoft(int path, uint32_t retransmits, uint64_t now_ns, PathFaultReport* out);
+  // Whether a drained path has been clean long enough to carry traffic again.
+  bool ReadyToReadmit(int path, uint64_t now_ns) const;
+  void NoteDrained(int path, uint64_t now_ns);
+  void NoteReadmitted(int path);
+
   bool enabled() const { return stall_ns_ > 0 || carrier_events_; }
   // Looks at each live path at most once per sample interval; true and *out filled for the first
   // failed path found. `probe` is injectable so the decision logic is tested without sockets.
@@ -55,6 +72,16 @@ class PathWatchdog {
     int ifindex = -1;  // -1: not resolved yet, 0: unknown
     uint64_t bytes_acked = 0;
     uint64_t last_progress_ns = 0;
+    // soft (retransmit) tracking
+    bool retrans_seen = false;
+    uint32_t retrans = 0;
+    uint64_t window_start_ns = 0;
+    bool window_dirty = false;
+    uint64_t detections[kSoftDetections] = {};
+    int ndetections = 0;
+    uint64_t last_retrans_ns = 0;
+    uint64_t drained_ns = 0;
+    int drains = 0;
   };
   State& StateOf(int path);
 

@@ -149,7 +149,15 @@ void RecvComm::OnFrameComplete(StreamPath& path, const FrameHeader& h) {
   }
 }
 
-bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag) {
+void RecvComm::OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns) {
+  Comm::OnPathLost(p, why, silent_ns);
+  if (SendControl(FrameType::kAck, cum_done_, p.index(), kAckFlagPathDown)) {
+    acked_ = cum_done_;
+    credit_sent_ = next_post_seq_;
+  }
+}
+
+bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag, uint16_t flags) {
   // Control frames go on every live path. A path can be dead without either end knowing yet (a
   // link that silently stopped delivering); an acknowledgement lost there would leave the sender
   // waiting forever once it has nothing left in flight to notice the stall with. Duplicates of a
@@ -163,6 +171,7 @@ bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag) {
     h.seq = seq;
     h.offset = next_post_seq_;  // credit: the sender may send messages below this sequence
     h.tag = tag;
+    h.flags = flags;
     h.task_hash = opts_.task_hash;
     SealHeader(&h);
     p->Queue(h, nullptr);

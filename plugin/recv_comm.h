@@ -26,7 +26,9 @@ class RecvComm final : public Comm {
 
   bool ExpectingTraffic() const override { return active_count_ > 0; }
   RecvEntry* FindEntry(const FrameHeader& h, RecvRequest** req);
-  bool SendControl(FrameType type, uint64_t seq, int32_t tag);
+  bool SendControl(FrameType type, uint64_t seq, int32_t tag, uint16_t flags = 0);
+  // Logs the loss and tells the sender on the paths left, so it fails over without waiting.
+  void OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns) override;
 
   RequestPool<RecvRequest> pool_;
   std::array<RecvRequest*, kMaxRequests> active_{};

@@ -37,12 +37,14 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
 StreamPath* SendComm::PickPath(SendRequest& r) {
   if (r.home_path >= 0) {
     StreamPath& p = *paths_[r.home_path];
-    if (p.alive()) return p.queued_data_frames() < opts_.max_queued_chunks && p.CanQueue() ? &p : nullptr;
+    if (p.alive() && !p.draining())
+      return p.queued_data_frames() < opts_.max_queued_chunks && p.CanQueue() ? &p : nullptr;
     r.home_path = -1;
   }
   StreamPath* best = nullptr;
   for (auto& p : paths_) {
-    if (!p->alive() || !p->CanQueue() || p->queued_data_frames() >= opts_.max_queued_chunks) continue;
+    if (!p->alive() || p->draining() || !p->CanQueue() || p->queued_data_frames() >= opts_.max_queued_chunks)
+      continue;
     if (best == nullptr || p->queued_payload_bytes() < best->queued_payload_bytes()) best = p.get();
   }
   if (best != nullptr && r.size < opts_.stripe_min_bytes) r.home_path = best->index();
@@ -167,6 +169,8 @@ HeaderVerdict SendComm::OnHeader(StreamPath&, const FrameHeader& h, char** dest)
 
 void SendComm::OnFrameComplete(StreamPath&, const FrameHeader& h) {
   if (h.offset > credit_) credit_ = h.offset;
+  // Acted on after this pump round: failing a path over from inside another path's parser is unsafe.
+  if ((h.flags & kAckFlagPathDown) && h.tag >= 0 && h.tag < path_count()) peer_lost_ |= uint64_t{1} << h.tag;
   if (h.seq <= acked_seq_) return;
   acked_seq_ = h.seq;
   // Resume once the receiver acknowledges past where it stood at the cut: data flows again.
@@ -192,6 +196,7 @@ Status SendComm::Progress() {
         if (!HandlePump(*p, p->PumpRx(*this))) return error_;
       }
     }
+    if (peer_lost_ != 0 && !ApplyPeerLoss()) return error_;
     Schedule();
     if (!FlushAll()) return error_;
     bool more = false;
@@ -202,6 +207,19 @@ Status SendComm::Progress() {
     if (!more) break;
   }
   return error_;
+}
+
+bool SendComm::ApplyPeerLoss() {
+  const uint64_t lost = peer_lost_;
+  peer_lost_ = 0;
+  for (auto& p : paths_) {
+    if (!(lost & (uint64_t{1} << p->index())) || !p->alive()) continue;
+    // Only while another path remains: the last one is left to the socket timeout, as in CheckHealth.
+    if (alive_paths() < 2) break;
+    if (!PathDown(*p, "the receiver lost it (carrier or socket error on its side)", PathFault::kPeerReported))
+      return false;
+  }
+  return true;
 }
 
 Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {

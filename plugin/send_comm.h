@@ -28,6 +28,8 @@ class SendComm final : public Comm {
   void QueueChunk(SendRequest& r, StreamPath& p, uint64_t offset);
   void OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns) override;
   void EndFailover();
+  // Fails over the paths the receiver reported lost (kAckFlagPathDown); false when the comm failed.
+  bool ApplyPeerLoss();
   bool ExpectingTraffic() const override { return inflight_count_ > 0; }
 
   RequestPool<SendRequest> pool_;
@@ -38,6 +40,7 @@ class SendComm final : public Comm {
   uint64_t acked_seq_ = 0;
   uint64_t credit_ = 0;  // the receiver has posted buffers for every message below this  // every message below this is acknowledged
   uint64_t resent_bytes_ = 0;
+  uint64_t peer_lost_ = 0;  // bit i: the receiver reported path i lost
 
   // The failover in progress: completions are held (gate paused) from detection until the
   // re-sent data is acknowledged, and then one line describes the whole event.

@@ -38,6 +38,9 @@ class StreamPath {
   int index() const { return index_; }
   bool alive() const { return alive_; }
   void MarkDead() { alive_ = false; }
+  // A draining path is alive (it finishes what it holds, carries acks) but takes no new chunks.
+  bool draining() const { return draining_; }
+  void SetDraining(bool d) { draining_ = d; }
   const ByteStream& stream() const { return *stream_; }
 
   // Outgoing. Frames reference their payload until fully sent; the caller keeps it alive.
@@ -75,6 +78,7 @@ class StreamPath {
 
   int index_;
   bool alive_ = true;
+  bool draining_ = false;
   std::unique_ptr<ByteStream> stream_;
 
   std::array<TxFrame, kTxRing> tx_{};

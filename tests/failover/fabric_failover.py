@@ -10,11 +10,20 @@ Scenarios:
   all_paths_down  h1's only used NIC goes down: ranks must end with an error, within a bound set by
                   FLEXIFORCE_PEER_TIMEOUT_MS, never hang.
   peer_killed     rank 2 is killed with SIGKILL: the others end with an error within a bound.
+  soft_loss       10% loss into h1's NIC 0 (both NICs in use): the senders' retransmit counters rise, the
+                  path is drained after the debounce (3 windows within 500 ms), results stay exact.
+  flap            h1's NIC 0 link goes down and up 20 times during the run: exact results, no hang,
+                  every pause bounded.
+With --flexiforce, nic_down also checks that `flexiforce stats` shows the failover counters the log shows.
 Builds its own fabric (tests/fabric/fabric.py run) unless FF_FABRIC_STATE is set.
 """
 import argparse
+import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -25,7 +34,9 @@ import failover_harness as fh  # noqa: E402
 ALLREDUCE = ["--backend", "plugin", "--coll", "allreduce", "--min-bytes", "64M", "--max-bytes", "64M",
              "--iters", "1"]
 CUT_AFTER_S = 1.5
-ERROR_BOUND_S = 20.0  # all_paths_down: 2 s peer timeout + detection slack; peer_killed: immediate
+ERROR_BOUND_S = 20.0
+FLAPS = 20
+FLAP_PAUSE_BOUND_MS = 1000.0  # one stall detection (100 ms) plus re-sending on a loaded 2-core machine  # all_paths_down: 2 s peer timeout + detection slack; peer_killed: immediate
 
 
 def check(cond, msg, failures):
@@ -34,9 +45,10 @@ def check(cond, msg, failures):
         failures.append(msg)
 
 
-def scenario_survives(binary, state_file, name):
+def scenario_survives(binary, state_file, name, flexiforce=None):
     state = fh.load_state(state_file)
     failures = []
+    stats_dir = tempfile.mkdtemp(prefix="ff-stats-")
     if name == "nic_down":
         link = fh.access_link(state, "h1", 0)
         env = {"FLEXIFORCE_SPREAD_NICS": "1", "FLEXIFORCE_PATHS": "2"}
@@ -50,6 +62,7 @@ def scenario_survives(binary, state_file, name):
         env = {"NCCL_SOCKET_IFNAME": "eth0", "AI_FLEXIFORCE_ENABLE": "1", "FLEXIFORCE_PATHS": "2",
                "FLEXIFORCE_TOPOLOGY": os.environ.get("FF_FABRIC_TOPOLOGY", "")}
         unset = ()
+    env.update({"FLEXIFORCE_STATS_KEEP": "1", "FLEXIFORCE_STATS_DIR": stats_dir})
     ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "8", "--timeout-s", "120"], env, unset,
                      control_rail=1 if name == "nic_down" else 0)
     time.sleep(CUT_AFTER_S)
@@ -70,8 +83,78 @@ def scenario_survives(binary, state_file, name):
     for e in events:
         print(f"      rank {e['rank']}: detected {1000 * (e['at'] - cut_at):.1f} ms after the cut, "
               f"paused {e['paused_ms']:.2f} ms, re-sent {e['resent']} B; {e['old']} -> {e['new']}")
+    if flexiforce:
+        st = stats_failovers(flexiforce, stats_dir)
+        logged = sum(e["resent"] for e in events)
+        check(st["events"] >= len(events) and st["bytes_resent"] == logged and st["paused_ns"] > 0,
+              f"flexiforce stats shows the failovers: {st['events']} event(s), {st['bytes_resent']} B re-sent, "
+              f"{st['paused_ns'] / 1e6:.2f} ms paused (log: {len(events)} event(s), {logged} B)", failures)
+    shutil.rmtree(stats_dir, ignore_errors=True)
     if watch:
         check(after - before > 64 << 20, f"{watch} carried {(after - before) >> 20} MiB after the cut", failures)
+    if failures:
+        ranks.dump()
+    return 1 if failures else 0
+
+
+def stats_failovers(flexiforce, stats_dir):
+    """Sum of the failover counters of every (finished) process in stats_dir, via `flexiforce stats --json`."""
+    out = subprocess.run([flexiforce, "stats", "--dir", stats_dir, "--include-stale", "--json"], check=True,
+                         capture_output=True, text=True).stdout
+    doc = json.loads(out)
+    procs = doc if isinstance(doc, list) else doc.get("processes", [])
+    total = {"events": 0, "bytes_resent": 0, "paused_ns": 0}
+    for p in procs:
+        for t in p.get("tasks", []):
+            for k in total:
+                total[k] += t["failover"][k]
+    return total
+
+
+def scenario_soft(binary, state_file, name):
+    state = fh.load_state(state_file)
+    failures = []
+    link = fh.access_link(state, "h1", 0)
+    env = {"FLEXIFORCE_SPREAD_NICS": "1", "FLEXIFORCE_PATHS": "2"}
+    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "8" if name == "soft_loss" else "40",
+                                                      "--timeout-s", "150"], env, ("NCCL_SOCKET_IFNAME",),
+                     control_rail=1)
+    time.sleep(CUT_AFTER_S)
+    pauses = []
+    try:
+        if name == "soft_loss":
+            # At the host's end: what h1 receives on NIC 0 loses 10%; the sending ranks see retransmits.
+            fh.fabric(state_file, "loss", link, "10", "--at-end", "A")
+        else:
+            flaps_started = time.monotonic() - ranks.started
+            for _ in range(FLAPS):
+                fh.fabric(state_file, "link-down", link)
+                time.sleep(0.05)
+                fh.fabric(state_file, "link-up", link)
+                time.sleep(0.05)
+        codes, ends = ranks.wait(170)
+    finally:
+        if name == "soft_loss":
+            fh.fabric(state_file, "loss", link, "0")
+        else:
+            fh.fabric(state_file, "link-up", link)
+    check(all(c == 0 for c in codes), f"every rank passed its exact checks ({name} on {link}; exit {codes})", failures)
+    events = ranks.failovers()
+    text = "".join(ranks.text(r) for r in range(len(codes)))
+    drains = text.count("draining path")
+    if name == "soft_loss":
+        check(drains > 0, f"a lossy path was drained ({drains} drain(s); {len(events)} hard failover(s), "
+                          f"{sum(e['resent'] for e in events)} B re-sent)", failures)
+        check(max(ends) > CUT_AFTER_S + 0.5, f"the run was still going when the loss began (ended {max(ends):.1f} s)",
+              failures)
+    else:
+        pauses = [e["paused_ms"] for e in events]
+        check(max(ends) > flaps_started + 1.0, f"the run outlived the first flaps (ended {max(ends):.1f} s)", failures)
+        check(not pauses or max(pauses) < FLAP_PAUSE_BOUND_MS,
+              f"{len(events)} failover(s), longest pause {max(pauses or [0]):.1f} ms (bound {FLAP_PAUSE_BOUND_MS} ms)",
+              failures)
+    for e in events:
+        print(f"      rank {e['rank']}: paused {e['paused_ms']:.2f} ms, re-sent {e['resent']} B; {e['old']}")
     if failures:
         ranks.dump()
     return 1 if failures else 0
@@ -111,7 +194,8 @@ def scenario_errors(binary, state_file, name):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--collective", required=True, help="path of the ff-collective binary")
-    ap.add_argument("--scenario", required=True, choices=["nic_down", "spine_down", "all_paths_down", "peer_killed"])
+    ap.add_argument("--scenario", required=True, choices=["nic_down", "spine_down", "all_paths_down", "peer_killed", "soft_loss", "flap"])
+    ap.add_argument("--flexiforce", help="path of the flexiforce CLI: nic_down then checks `flexiforce stats`")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("fabric_failover: SKIP: needs root to create network namespaces", file=sys.stderr)
@@ -121,7 +205,9 @@ def main():
         return fh.reenter_in_fabric(os.path.abspath(__file__), sys.argv[1:])
     binary = os.path.abspath(a.collective)
     if a.scenario in ("nic_down", "spine_down"):
-        return scenario_survives(binary, state, a.scenario)
+        return scenario_survives(binary, state, a.scenario, a.flexiforce and os.path.abspath(a.flexiforce))
+    if a.scenario in ("soft_loss", "flap"):
+        return scenario_soft(binary, state, a.scenario)
     return scenario_errors(binary, state, a.scenario)
 
 

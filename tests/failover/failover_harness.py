@@ -74,6 +74,7 @@ class Ranks:
         self.dir = tempfile.mkdtemp(prefix="ff-failover-")
         self.logs, self.procs, self.hosts = [], [], hosts
         self.started = time.monotonic()
+        self.started_unix = time.time() - (time.monotonic() - self.started)
         for rank, host in enumerate(hosts):
             log = os.path.join(self.dir, f"rank{rank}.log")
             self.logs.append(log)
@@ -123,7 +124,85 @@ class Ranks:
                 print(line)
 
 
-def reenter_in_fabric(script, argv, extra=()):
-    """Builds a 4-host fabric around `script` (fabric.py run); returns its exit status."""
-    cmd = [PYTHON, FABRIC, "run", "--hosts", "4"] + list(extra) + ["--", PYTHON, script] + argv
+def reenter_in_fabric(script, argv, extra=(), hosts=4):
+    """Builds a fabric of `hosts` hosts around `script` (fabric.py run); returns its exit status."""
+    cmd = [PYTHON, FABRIC, "run", "--hosts", str(hosts)] + list(extra) + ["--", PYTHON, script] + argv
     return subprocess.call(cmd)
+
+
+def netns_of(state, node):
+    for n in state["nodes"]:
+        if n["id"] == node:
+            return n["netns"]
+    raise KeyError(node)
+
+
+def link_by_id(state, link_id):
+    for link in state["links"]:
+        if link["id"] == link_id:
+            return link
+    raise KeyError(link_id)
+
+
+def cut_link(state, link_id, end="b"):
+    """Carrier loss like `fabric.py link-down` (end B by default), without its Python start-up and
+    carrier polling, so the returned unix times bracket the moment of the cut within a few ms."""
+    e = link_by_id(state, link_id)[end]
+    t0 = time.time()
+    subprocess.run(["ip", "-n", e["netns"], "link", "set", "dev", e["ifname"], "down"], check=True)
+    return t0, time.time()
+
+
+class NetnsAnchor:
+    """A sleeping process inside a namespace: /proc/<pid>/net/dev then shows that namespace's counters."""
+
+    def __init__(self, netns):
+        self.proc = subprocess.Popen(["ip", "netns", "exec", netns, "sleep", "100000"])
+        time.sleep(0.05)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def iface_bytes(pid, ifname):
+    """rx+tx bytes of `ifname` in the namespace of process `pid` (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/net/dev") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                if name.strip() == ifname:
+                    v = rest.split()
+                    return int(v[0]) + int(v[8])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
+
+
+class CounterSampler:
+    """Samples interface byte counters every `period_s` in a thread: [(unix time, {name: bytes})]."""
+
+    def __init__(self, sources, period_s=0.002):
+        import threading
+        self.sources, self.period, self.samples = sources, period_s, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append((time.time(), {k: iface_bytes(pid, ifn) for k, (pid, ifn) in self.sources.items()}))
+            time.sleep(self.period)
+
+    def latest(self, key):
+        return self.samples[-1][1][key] if self.samples else 0
+
+    def stop(self):
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join()
+        return self.samples

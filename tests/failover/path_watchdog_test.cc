@@ -77,5 +77,57 @@ TEST(PathWatchdog, InvalidProbeIsIgnored) {
   EXPECT_FALSE(w.Judge(0, TcpProgress{}, 1000 * kMs, &rep));
 }
 
+TEST(PathWatchdogSoft, ThreeRetransmitWindowsWithin500msDegradeThePath) {
+  PathWatchdog w(100 * kMs, false);
+  PathFaultReport rep;
+  uint32_t retrans = 0;
+  EXPECT_FALSE(w.JudgeSoft(0, retrans, 0, &rep));  // first sample: baseline only
+  bool degraded = false;
+  uint64_t at = 0;
+  for (uint64_t t = kMs; t <= 400 * kMs && !degraded; t += kMs) {
+    if (t % (10 * kMs) == 0) ++retrans;  // a few retransmissions in every 50 ms window
+    degraded = w.JudgeSoft(0, retrans, t, &rep);
+    at = t;
+  }
+  ASSERT_TRUE(degraded);
+  EXPECT_EQ(rep.cause, PathFault::kRetransmits);
+  EXPECT_TRUE(IsSoftFault(rep.cause));
+  EXPECT_EQ(at, 150 * kMs);  // the third 50 ms window with a retransmission
+}
+
+TEST(PathWatchdogSoft, RetransmitWindowsSpreadOverMoreThan500msNeverDegrade) {
+  PathWatchdog w(100 * kMs, false);
+  PathFaultReport rep;
+  uint32_t retrans = 0;
+  EXPECT_FALSE(w.JudgeSoft(0, retrans, 0, &rep));
+  // One retransmission every 300 ms: never 3 detections inside 500 ms.
+  for (uint64_t t = kMs; t <= 5000 * kMs; t += kMs) {
+    if (t % (300 * kMs) == 0) ++retrans;
+    ASSERT_FALSE(w.JudgeSoft(0, retrans, t, &rep)) << "at " << t / kMs << " ms";
+  }
+}
+
+TEST(PathWatchdogSoft, DrainedPathIsReadmittedOnlyAfterTheFailbackTimeWithoutRetransmissions) {
+  PathWatchdog w(100 * kMs, false);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.JudgeSoft(1, 0, 0, &rep));
+  w.NoteDrained(1, 10 * kMs);
+  EXPECT_FALSE(w.ReadyToReadmit(1, 400 * kMs));
+  // A retransmission at 300 ms (the drained path still finishes its queued chunks) restarts the clock.
+  (void)w.JudgeSoft(1, 1, 300 * kMs, &rep);
+  EXPECT_FALSE(w.ReadyToReadmit(1, 700 * kMs));
+  EXPECT_TRUE(w.ReadyToReadmit(1, 800 * kMs));
+}
+
+TEST(PathWatchdogSoft, RepeatedDrainsDoubleTheFailbackTime) {
+  PathWatchdog w(100 * kMs, false);
+  w.NoteDrained(0, 0);
+  EXPECT_TRUE(w.ReadyToReadmit(0, 500 * kMs));
+  w.NoteReadmitted(0);
+  w.NoteDrained(0, 1000 * kMs);
+  EXPECT_FALSE(w.ReadyToReadmit(0, 1500 * kMs));
+  EXPECT_TRUE(w.ReadyToReadmit(0, 2000 * kMs));
+}
+
 }  // namespace
 }  // namespace ff
