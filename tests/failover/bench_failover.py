@@ -90,6 +90,7 @@ def run_trial(binary, state_file, name, nbytes, warmup, failover):
                 cut = fh.fabric_link(state, "leaf1", "spine0")
         t0, t1 = fh.cut_link(state, cut)
         out["cut_cmd_ms"] = 1000 * (t1 - t0)
+        out["t0"] = t0
         try:
             codes, ends = ranks.wait(DRIVER_TIMEOUT_S + 10)
         finally:
@@ -177,9 +178,12 @@ def main():
                 if not a.json:
                     print(f"{name} failover={'on' if failover else 'off'} trial {i}: " +
                           ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()
-                                    if k not in ("scenario", "failover")), flush=True)
-                if a.verbose and ranks and failover and not r.get("ok"):
-                    ranks.dump()
+                                    if k not in ("scenario", "failover", "t0")), flush=True)
+                if a.verbose and ranks and failover:
+                    for e in ranks.failovers():
+                        print(f"    rank {e['rank']} at +{1000 * (e['at'] - r.get('t0', 0)):.1f} ms: {e['old']}")
+                    if not r.get("ok"):
+                        ranks.dump()
     summary = {}
     for name in names:
         ok = [r for r in rows if r["scenario"] == name and r["failover"]]

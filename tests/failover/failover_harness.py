@@ -148,8 +148,15 @@ def cut_link(state, link_id, end="b"):
     """Carrier loss like `fabric.py link-down` (end B by default), without its Python start-up and
     carrier polling, so the returned unix times bracket the moment of the cut within a few ms."""
     e = link_by_id(state, link_id)[end]
+    # A running `ip -batch` executes each line as it arrives: no process start inside the measurement.
+    ip = subprocess.Popen(["ip", "-n", e["netns"], "-batch", "-"], stdin=subprocess.PIPE, text=True)
+    time.sleep(0.02)
     t0 = time.time()
-    subprocess.run(["ip", "-n", e["netns"], "link", "set", "dev", e["ifname"], "down"], check=True)
+    ip.stdin.write(f"link set dev {e['ifname']} down\n")
+    ip.stdin.flush()
+    ip.stdin.close()
+    if ip.wait() != 0:
+        raise RuntimeError(f"could not set {e['ifname']} down in {e['netns']}")
     return t0, time.time()
 
 
