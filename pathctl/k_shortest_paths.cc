@@ -1,4 +1,5 @@
-// Yen's algorithm with an exact A* heuristic and Lawler's spur-node pruning.
+// Yen's algorithm with an exact A* heuristic, early exit on intact tree paths, a k-th candidate
+// bound, a per-destination reverse-tree cache and Lawler's spur-node pruning.
 #include "pathctl/k_shortest_paths.h"
 
 #include <algorithm>
@@ -11,6 +12,12 @@ namespace ff::pathctl {
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr uint32_t kNoLink = std::numeric_limits<uint32_t>::max();
+// Reverse trees kept per instance: as many as fit in this many bytes, at least 4.
+constexpr size_t kTreeCacheBytes = 16u << 20;
+
+// a > b by more than rounding: sums of the same weights added in another order may differ in the
+// last bits, and a bound must never cut a path that is really no costlier.
+bool Exceeds(double a, double b) { return a > b + 1e-9 * std::max(1.0, std::fabs(b)); }
 }  // namespace
 
 double PathCost(const Path& path, std::span<const double> weight) {
@@ -21,15 +28,16 @@ double PathCost(const Path& path, std::span<const double> weight) {
 
 KShortestPaths::KShortestPaths(const Topology& topology) : topo_(topology) {
   const size_t n = topo_.nodes().size();
-  h_.assign(n, kInf);
-  h_gen_.assign(n, 0);
-  next_link_.assign(n, kNoLink);
   g_.assign(n, kInf);
   g_gen_.assign(n, 0);
   parent_link_.assign(n, kNoLink);
   closed_gen_.assign(n, 0);
+  free_gen_.assign(n, 0);
+  free_val_.assign(n, 0);
   node_block_.assign(n, 0);
   link_block_.assign(topo_.links().size(), 0);
+  const size_t tree_bytes = std::max<size_t>(1, n * (sizeof(double) + sizeof(uint32_t)));
+  max_trees_ = std::max<size_t>(4, kTreeCacheBytes / tree_bytes);
 }
 
 bool KShortestPaths::Usable(uint32_t link) const {
@@ -43,29 +51,30 @@ uint64_t KShortestPaths::Hash(const std::vector<uint32_t>& links) {
   return h;
 }
 
-void KShortestPaths::ReverseTree(uint32_t dst, uint32_t src) {
-  ++tree_gen_;
+void KShortestPaths::BuildTree(uint32_t dst, ReverseTree* tree) {
+  const size_t n = topo_.nodes().size();
+  tree->dst = dst;
+  tree->h.assign(n, kInf);
+  tree->next.assign(n, kNoLink);
+  std::vector<double>& h = tree->h;
   heap_.clear();
-  h_[dst] = 0;
-  h_gen_[dst] = tree_gen_;
-  next_link_[dst] = kNoLink;
+  h[dst] = 0;
   heap_.push_back({0, dst});
   while (!heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end());
     HeapEntry e = heap_.back();
     heap_.pop_back();
-    if (e.key > h_[e.node]) continue;
+    if (e.key > h[e.node]) continue;
     ++stats_.nodes_settled;
-    if (e.node != dst && !transit_[e.node]) continue;  // endpoints do not forward
+    // Only transit nodes are entered, so every node settled here forwards (dst excepted).
     for (const Arc& arc : topo_.Neighbors(e.node)) {
-      if (!(transit_[arc.to] || arc.to == src) || arc.to == dst) continue;
+      if (!transit_[arc.to] || arc.to == dst) continue;
       double w = weight_[arc.link];
       if (!(w >= 0 && w < kInf)) continue;
       double d = e.key + w;
-      if (h_gen_[arc.to] != tree_gen_ || d < h_[arc.to]) {
-        h_gen_[arc.to] = tree_gen_;
-        h_[arc.to] = d;
-        next_link_[arc.to] = arc.link;
+      if (d < h[arc.to]) {
+        h[arc.to] = d;
+        tree->next[arc.to] = arc.link;
         heap_.push_back({d, arc.to});
         std::push_heap(heap_.begin(), heap_.end());
       }
@@ -73,45 +82,105 @@ void KShortestPaths::ReverseTree(uint32_t dst, uint32_t src) {
   }
 }
 
-bool KShortestPaths::SpurSearch(uint32_t spur, uint32_t dst, Path* out) {
+const KShortestPaths::ReverseTree& KShortestPaths::TreeFor(uint32_t dst, uint64_t graph_key) {
+  ++use_clock_;
+  ReverseTree* slot = nullptr;
+  if (graph_key != 0) {
+    for (ReverseTree& t : trees_) {
+      if (t.graph_key == graph_key && t.dst == dst) {
+        t.last_use = use_clock_;
+        stats_.tree_reused = true;
+        return t;
+      }
+    }
+  }
+  if (trees_.size() < max_trees_) {
+    slot = &trees_.emplace_back();
+  } else {
+    slot = &*std::min_element(trees_.begin(), trees_.end(),
+                              [](const ReverseTree& a, const ReverseTree& b) { return a.last_use < b.last_use; });
+  }
+  BuildTree(dst, slot);
+  slot->graph_key = graph_key;  // 0: never matched, so the slot is simply reused
+  slot->last_use = graph_key != 0 ? use_clock_ : 0;
+  return *slot;
+}
+
+bool KShortestPaths::TreePathFree(uint32_t v, uint32_t spur) {
+  // Walk down until a node with a known answer (or dst), then write the answer back up the chain.
+  chain_.clear();
+  uint32_t dst = tree_->dst;
+  bool free = true;
+  for (uint32_t u = v;; ) {
+    if (u == dst) break;
+    if (free_gen_[u] == gen_) {
+      free = free_val_[u] != 0;
+      break;
+    }
+    chain_.push_back(u);
+    uint32_t l = Next(u);
+    if ((u != v && u == spur) || node_block_[u] == block_gen_ || l == kNoLink || link_block_[l] == block_gen_) {
+      free = false;
+      break;
+    }
+    u = topo_.link(l).Other(u);
+  }
+  for (uint32_t u : chain_) {
+    free_gen_[u] = gen_;
+    free_val_[u] = free;
+  }
+  return free;
+}
+
+bool KShortestPaths::SpurSearch(uint32_t spur, uint32_t dst, double g0, double max_cost, Path* out) {
   ++stats_.spur_searches;
   ++gen_;
   heap_.clear();
   g_[spur] = 0;
   g_gen_[spur] = gen_;
   parent_link_[spur] = kNoLink;
-  heap_.push_back({h_[spur], spur});
-  bool found = false;
+  heap_.push_back({H(spur), spur});
+  uint32_t reached = kNoLink;  // the node whose tree path completes the spur path
+  const bool bounded = max_cost < kInf;
   while (!heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end());
     HeapEntry e = heap_.back();
     heap_.pop_back();
     uint32_t u = e.node;
     if (closed_gen_[u] == gen_) continue;
+    if (bounded && Exceeds(g0 + e.key, max_cost)) {
+      ++stats_.spur_pruned;
+      return false;
+    }
     closed_gen_[u] = gen_;
     ++stats_.nodes_settled;
-    if (u == dst) {
-      found = true;
+    // h is consistent, so e.key is a lower bound on every path still in the heap; when u's tree
+    // path is intact, g(u) + h(u) = e.key is achieved, and the search is done.
+    if (u == dst || TreePathFree(u, spur)) {
+      reached = u;
       break;
     }
     if (u != spur && !transit_[u]) continue;
     for (const Arc& arc : topo_.Neighbors(u)) {
       uint32_t v = arc.to;
-      if (closed_gen_[v] == gen_ || node_block_[v] == block_gen_ || h_gen_[v] != tree_gen_) continue;
+      if (closed_gen_[v] == gen_ || node_block_[v] == block_gen_) continue;
       if (!(transit_[v] || v == dst) || !Usable(arc.link)) continue;
+      double hv = H(v);
+      if (hv == kInf) continue;
       double d = g_[u] + weight_[arc.link];
       if (g_gen_[v] != gen_ || d < g_[v]) {
         g_gen_[v] = gen_;
         g_[v] = d;
         parent_link_[v] = arc.link;
-        heap_.push_back({d + h_[v], v});
+        if (bounded && Exceeds(g0 + d + hv, max_cost)) continue;  // would only be popped to be pruned
+        heap_.push_back({d + hv, v});
         std::push_heap(heap_.begin(), heap_.end());
       }
     }
   }
-  if (!found) return false;
+  if (reached == kNoLink) return false;
   size_t base_nodes = out->nodes.size(), base_links = out->links.size();
-  for (uint32_t v = dst; v != spur;) {
+  for (uint32_t v = reached; v != spur;) {
     uint32_t l = parent_link_[v];
     out->nodes.push_back(v);
     out->links.push_back(l);
@@ -120,26 +189,45 @@ bool KShortestPaths::SpurSearch(uint32_t spur, uint32_t dst, Path* out) {
   out->nodes.push_back(spur);
   std::reverse(out->nodes.begin() + base_nodes, out->nodes.end());
   std::reverse(out->links.begin() + base_links, out->links.end());
+  // Then the intact tree path from the reached node to dst.
+  for (uint32_t v = reached; v != dst;) {
+    uint32_t l = Next(v);
+    out->links.push_back(l);
+    v = topo_.link(l).Other(v);
+    out->nodes.push_back(v);
+  }
   return true;
 }
 
 std::vector<Path> KShortestPaths::Find(uint32_t src, uint32_t dst, size_t k, std::span<const double> weight,
-                                       std::span<const uint8_t> transit) {
+                                       std::span<const uint8_t> transit, uint64_t graph_key) {
   stats_ = {};
   std::vector<Path> result;
   if (k == 0 || src == dst || src >= topo_.nodes().size() || dst >= topo_.nodes().size()) return result;
   weight_ = weight;
   transit_ = transit;
   src_ = src;
-  ReverseTree(dst, src);
-  if (h_gen_[src] != tree_gen_) return result;
+  tree_ = &TreeFor(dst, graph_key);
+  // The tree holds transit nodes only; a source that does not forward joins it here.
+  src_h_ = tree_->h[src];
+  src_next_ = tree_->next[src];
+  for (const Arc& arc : topo_.Neighbors(src)) {
+    if (!(transit_[arc.to] || arc.to == dst)) continue;
+    double w = weight_[arc.link];
+    if (!(w >= 0 && w < kInf) || tree_->h[arc.to] == kInf) continue;
+    if (w + tree_->h[arc.to] < src_h_) {
+      src_h_ = w + tree_->h[arc.to];
+      src_next_ = arc.link;
+    }
+  }
+  if (src_h_ == kInf) return result;
 
   // The first path follows the reverse tree.
   Path first;
   for (uint32_t v = src; v != dst;) {
     first.nodes.push_back(v);
-    first.links.push_back(next_link_[v]);
-    v = topo_.link(next_link_[v]).Other(v);
+    first.links.push_back(Next(v));
+    v = topo_.link(Next(v)).Other(v);
   }
   first.nodes.push_back(dst);
   first.cost = PathCost(first, weight);
@@ -156,6 +244,8 @@ std::vector<Path> KShortestPaths::Find(uint32_t src, uint32_t dst, size_t k, std
     return pool[x].order > pool[y].order;
   };
   std::priority_queue<size_t, std::vector<size_t>, decltype(cmp)> frontier(cmp);
+  std::vector<double> open_costs;  // costs of the candidates still in the frontier
+  std::vector<double> scratch;
   std::unordered_multimap<uint64_t, std::vector<uint32_t>> seen;
   auto insert_seen = [&seen](const std::vector<uint32_t>& links) {
     uint64_t hsh = Hash(links);
@@ -165,13 +255,25 @@ std::vector<Path> KShortestPaths::Find(uint32_t src, uint32_t dst, size_t k, std
     seen.emplace(hsh, links);
     return true;
   };
+  // The cost a new candidate must beat to be chosen at all: with `need` more paths to pick and
+  // `need` open candidates no costlier than B, anything costing B or more loses (ties go to the
+  // earlier candidate).
+  auto bound = [&](size_t need) {
+    if (open_costs.size() < need) return kInf;
+    scratch = open_costs;
+    std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(need - 1), scratch.end());
+    return scratch[need - 1];
+  };
   insert_seen(first.links);
   result.push_back(std::move(first));
 
   while (result.size() < k) {
     const Path& prev = result.back();
     const size_t dev = deviation.back();
-    for (size_t j = dev; j + 1 < prev.nodes.size(); ++j) {
+    const size_t need = k - result.size();
+    double root_cost = 0;
+    for (size_t r = 0; r < dev; ++r) root_cost += weight[prev.links[r]];
+    for (size_t j = dev; j + 1 < prev.nodes.size(); root_cost += weight[prev.links[j]], ++j) {
       ++block_gen_;
       for (size_t r = 0; r < j; ++r) node_block_[prev.nodes[r]] = block_gen_;
       for (const Path& p : result) {
@@ -181,15 +283,17 @@ std::vector<Path> KShortestPaths::Find(uint32_t src, uint32_t dst, size_t k, std
       Path cand;
       cand.nodes.assign(prev.nodes.begin(), prev.nodes.begin() + j);
       cand.links.assign(prev.links.begin(), prev.links.begin() + j);
-      if (!SpurSearch(prev.nodes[j], dst, &cand)) continue;
+      if (!SpurSearch(prev.nodes[j], dst, root_cost, bound(need), &cand)) continue;
       if (!insert_seen(cand.links)) continue;
       cand.cost = PathCost(cand, weight);
+      open_costs.push_back(cand.cost);
       pool.push_back({std::move(cand), j, pool.size()});
       frontier.push(pool.size() - 1);
     }
     if (frontier.empty()) break;
     size_t best = frontier.top();
     frontier.pop();
+    open_costs.erase(std::find(open_costs.begin(), open_costs.end(), pool[best].path.cost));
     deviation.push_back(pool[best].deviation);
     result.push_back(std::move(pool[best].path));
   }

@@ -16,11 +16,20 @@ struct Path {
   double cost = 0;              // sum of the search weights, added in path order
 };
 
-// Why fast: one reverse Dijkstra from the destination gives an exact lower bound (distance to
-// dst with nothing removed), so every spur search is an A* that walks almost straight to the
-// destination; only switches are expanded (endpoints never forward); Lawler's rule skips spur
-// nodes before the previous path's deviation point; all per-node state lives in arrays stamped
-// with a generation counter, so nothing is cleared or allocated per search.
+// Why fast:
+// - One reverse Dijkstra from the destination over the switches gives the exact distance to dst
+//   with nothing removed. It does not depend on the source, so it is kept per destination (when
+//   the caller names the graph version) and reused by later queries to the same destination.
+// - Every spur search is an A* on that exact lower bound, and it stops as soon as it pops a node
+//   whose reverse-tree path to dst avoids everything the spur removed (the root path's nodes and
+//   the blocked links): that node's f is the exact cost of a complete path, and nothing cheaper
+//   is left in the heap. On a fat tree this is usually the first or second node popped.
+// - A spur search gives up when its cheapest possible completion cannot make the final k: when
+//   the candidate pool already holds (k - found) paths no costlier, later paths of equal or
+//   higher cost can never be chosen (ties go to the earlier candidate).
+// - Only switches are expanded (endpoints never forward); Lawler's rule skips spur nodes before
+//   the previous path's deviation point; per-node state lives in arrays stamped with a
+//   generation counter, so nothing is cleared or allocated per search.
 // Not thread-safe: use one instance per thread.
 class KShortestPaths {
  public:
@@ -30,12 +39,20 @@ class KShortestPaths {
   // link l; a negative or infinite weight removes the link. A node other than src and dst is
   // used only when transit[node] != 0. Ties are broken by discovery order.
   std::vector<Path> Find(uint32_t src, uint32_t dst, size_t k, std::span<const double> weight,
-                         std::span<const uint8_t> transit);
+                         std::span<const uint8_t> transit) {
+    return Find(src, dst, k, weight, transit, 0);
+  }
+  // The same; graph_key != 0 names the contents of weight and transit (the caller changes the key
+  // whenever either changes), so the reverse tree of dst is reused across calls with that key.
+  std::vector<Path> Find(uint32_t src, uint32_t dst, size_t k, std::span<const double> weight,
+                         std::span<const uint8_t> transit, uint64_t graph_key);
 
   // Counters for the last Find(), for benchmarks and tests of the pruning.
   struct Stats {
     size_t spur_searches = 0;
-    size_t nodes_settled = 0;
+    size_t spur_pruned = 0;      // spur searches cut off by the k-th candidate bound
+    size_t nodes_settled = 0;    // reverse tree (when built) plus spur searches
+    bool tree_reused = false;    // the destination's reverse tree came from the cache
   };
   const Stats& last_stats() const { return stats_; }
 
@@ -45,9 +62,23 @@ class KShortestPaths {
     uint32_t node;
     bool operator<(const HeapEntry& o) const { return key > o.key; }  // min-heap via std::push_heap
   };
-  void ReverseTree(uint32_t dst, uint32_t src);
+  // Distance to one destination over transit nodes, and the next link toward it (source-free).
+  struct ReverseTree {
+    uint32_t dst = 0;
+    uint64_t graph_key = 0;
+    uint64_t last_use = 0;
+    std::vector<double> h;         // +inf: cannot reach dst
+    std::vector<uint32_t> next;    // next link toward dst
+  };
+  const ReverseTree& TreeFor(uint32_t dst, uint64_t graph_key);
+  void BuildTree(uint32_t dst, ReverseTree* tree);
+  double H(uint32_t v) const { return v == src_ ? src_h_ : tree_->h[v]; }
+  uint32_t Next(uint32_t v) const { return v == src_ ? src_next_ : tree_->next[v]; }
+  // True when v's reverse-tree path to dst uses no blocked node or link and not the spur node.
+  bool TreePathFree(uint32_t v, uint32_t spur);
   // A* from spur to dst avoiding blocked nodes/links; appends the spur path to out on success.
-  bool SpurSearch(uint32_t spur, uint32_t dst, Path* out);
+  // Gives up (returns false) once no completion can cost less than max_cost.
+  bool SpurSearch(uint32_t spur, uint32_t dst, double g0, double max_cost, Path* out);
   bool Usable(uint32_t link) const;
   static uint64_t Hash(const std::vector<uint32_t>& links);
 
@@ -55,22 +86,27 @@ class KShortestPaths {
   std::span<const double> weight_;
   std::span<const uint8_t> transit_;
   uint32_t src_ = 0;
+  double src_h_ = 0;
+  uint32_t src_next_ = 0;
 
-  // Reverse tree: distance to dst and next link toward it.
-  std::vector<double> h_;
-  std::vector<uint32_t> h_gen_;
-  std::vector<uint32_t> next_link_;
+  std::vector<ReverseTree> trees_;  // per-destination cache, least recently used replaced
+  size_t max_trees_ = 1;
+  uint64_t use_clock_ = 0;
+  const ReverseTree* tree_ = nullptr;
+
   // Forward search state, stamped per search.
   std::vector<double> g_;
   std::vector<uint32_t> g_gen_;
   std::vector<uint32_t> parent_link_;
   std::vector<uint32_t> closed_gen_;
+  std::vector<uint32_t> free_gen_;   // TreePathFree memo: free_gen_ == gen_ -> free_val_ valid
+  std::vector<uint8_t> free_val_;
   std::vector<uint32_t> node_block_;
   std::vector<uint32_t> link_block_;
   std::vector<HeapEntry> heap_;
+  std::vector<uint32_t> chain_;
   uint32_t gen_ = 0;
   uint32_t block_gen_ = 0;
-  uint32_t tree_gen_ = 0;
   Stats stats_;
 };
 

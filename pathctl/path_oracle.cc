@@ -259,12 +259,13 @@ void PathOracle::Precompute(const std::vector<std::string>& ips, double sla_us, 
   auto next = std::make_shared<Snapshot>(*snapshot_.load(std::memory_order_acquire));
   const int64_t sla_key = SlaKey(sla_us);
   const int size_class = SizeClass(size_bytes);
-  for (const std::string& a : ips) {
-    auto src = topo_.FindNicByIp(a);
-    if (!src) continue;
-    for (const std::string& b : ips) {
-      auto dst = topo_.FindNicByIp(b);
-      if (dst && *dst != *src) TableLocked(*next, {*src, *dst, sla_key, size_class});
+  // Destination-major, so the ranker's per-destination reverse tree serves every source.
+  for (const std::string& b : ips) {
+    auto dst = topo_.FindNicByIp(b);
+    if (!dst) continue;
+    for (const std::string& a : ips) {
+      auto src = topo_.FindNicByIp(a);
+      if (src && *dst != *src) TableLocked(*next, {*src, *dst, sla_key, size_class});
     }
   }
   ++stats_.snapshots_published;

@@ -24,9 +24,11 @@ PathRanker::PathRanker(const Topology& topology, const Policy& policy)
 void PathRanker::SetLinkState(uint32_t link, LinkState state) {
   states_[link] = state;
   const Link& l = topo_.link(link);
-  weight_[link] = state == LinkState::kDown       ? -1.0
-                  : state == LinkState::kDegraded ? l.latency_us + policy_.degraded_link_cost
-                                                  : l.latency_us;
+  double w = state == LinkState::kDown       ? -1.0
+             : state == LinkState::kDegraded ? l.latency_us + policy_.degraded_link_cost
+                                             : l.latency_us;
+  if (w != weight_[link]) ++weight_version_;
+  weight_[link] = w;
 }
 
 bool PathRanker::LevelAllows(const Path& path, SlaLevel level) const {
@@ -79,13 +81,13 @@ Ranking PathRanker::Rank(uint32_t src, uint32_t dst, double sla_us, uint64_t siz
   Ranking out;
   out.level = LevelForSla(sla_us, policy_);
   const int li = static_cast<int>(out.level) - 1;
-  for (Path& path : ksp_.Find(src, dst, policy_.k, weight_, transit_[li]))
+  for (Path& path : ksp_.Find(src, dst, policy_.k, weight_, transit_[li], GraphKey(li)))
     out.paths.push_back(Evaluate(std::move(path), sla_us, size_bytes, out.level));
   out.sla_attainable = std::any_of(out.paths.begin(), out.paths.end(), [](const RankedPath& r) { return r.feasible; });
   if (!out.sla_attainable && out.level != SlaLevel::kLevel3) {
     // Nothing meets the SLA inside the level's tiers: widen to any path so the caller still
     // gets the best one there is, flagged unattainable.
-    for (Path& path : ksp_.Find(src, dst, policy_.k, weight_, transit_[2])) {
+    for (Path& path : ksp_.Find(src, dst, policy_.k, weight_, transit_[2], GraphKey(2))) {
       bool dup = std::any_of(out.paths.begin(), out.paths.end(),
                              [&](const RankedPath& r) { return r.path.links == path.links; });
       if (!dup) out.paths.push_back(Evaluate(std::move(path), sla_us, size_bytes, out.level));

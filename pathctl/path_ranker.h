@@ -58,6 +58,7 @@ class PathRanker {
 
  private:
   bool LevelAllows(const Path& path, SlaLevel level) const;
+  uint64_t GraphKey(int level_index) const { return weight_version_ * 4 + static_cast<uint64_t>(level_index) + 1; }
 
   const Topology& topo_;
   Policy policy_;
@@ -65,6 +66,9 @@ class PathRanker {
   KShortestPaths ksp_;
   std::vector<LinkState> states_;
   std::vector<double> weight_;
+  // Changes whenever weight_ does; with the level it names the graph a cached reverse tree
+  // belongs to (KShortestPaths keeps one per destination).
+  uint64_t weight_version_ = 1;
   std::vector<uint8_t> transit_[3];  // index level-1
 };
 
