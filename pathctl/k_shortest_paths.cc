@@ -14,6 +14,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr uint32_t kNoLink = std::numeric_limits<uint32_t>::max();
 // Reverse trees kept per instance: as many as fit in this many bytes, at least 4.
 constexpr size_t kTreeCacheBytes = 16u << 20;
+// Compact adjacencies kept: one per graph (weights and transit set) in use, e.g. per SLA level.
+constexpr size_t kMaxArcSets = 4;
 
 // a > b by more than rounding: sums of the same weights added in another order may differ in the
 // last bits, and a bound must never cut a path that is really no costlier.
@@ -51,12 +53,55 @@ uint64_t KShortestPaths::Hash(const std::vector<uint32_t>& links) {
   return h;
 }
 
+const KShortestPaths::ArcSet& KShortestPaths::ArcsFor(uint64_t graph_key) {
+  for (ArcSet& set : arc_sets_) {
+    bool same = graph_key != 0 ? set.graph_key == graph_key
+                               : set.graph_key == 0 && set.weight.size() == weight_.size() &&
+                                     set.transit.size() == transit_.size() &&
+                                     std::equal(weight_.begin(), weight_.end(), set.weight.begin()) &&
+                                     std::equal(transit_.begin(), transit_.end(), set.transit.begin());
+    if (same) {
+      set.last_use = use_clock_;
+      return set;
+    }
+  }
+  ArcSet* set = arc_sets_.size() < kMaxArcSets
+                    ? &arc_sets_.emplace_back()
+                    : &*std::min_element(arc_sets_.begin(), arc_sets_.end(),
+                                         [](const ArcSet& a, const ArcSet& b) { return a.last_use < b.last_use; });
+  const size_t n = topo_.nodes().size();
+  set->graph_key = graph_key;
+  set->last_use = use_clock_;
+  set->offsets.assign(n + 1, 0);
+  set->arcs.clear();
+  for (uint32_t u = 0; u < n; ++u) {
+    set->offsets[u] = static_cast<uint32_t>(set->arcs.size());
+    for (const Arc& arc : topo_.Neighbors(u)) {
+      double w = weight_[arc.link];
+      if (transit_[arc.to] && w >= 0 && w < kInf) set->arcs.push_back({arc.to, arc.link, w});
+    }
+  }
+  set->offsets[n] = static_cast<uint32_t>(set->arcs.size());
+  // Without a key the contents identify the graph (comparing them costs far less than a search).
+  if (graph_key == 0) {
+    set->weight.assign(weight_.begin(), weight_.end());
+    set->transit.assign(transit_.begin(), transit_.end());
+  } else {
+    set->weight.clear();
+    set->transit.clear();
+  }
+  return *set;
+}
+
 void KShortestPaths::BuildTree(uint32_t dst, ReverseTree* tree) {
   const size_t n = topo_.nodes().size();
   tree->dst = dst;
   tree->h.assign(n, kInf);
   tree->next.assign(n, kNoLink);
-  std::vector<double>& h = tree->h;
+  double* h = tree->h.data();
+  uint32_t* next = tree->next.data();
+  const TreeArc* arcs = arcs_->arcs.data();
+  const uint32_t* offsets = arcs_->offsets.data();
   heap_.clear();
   h[dst] = 0;
   heap_.push_back({0, dst});
@@ -67,15 +112,12 @@ void KShortestPaths::BuildTree(uint32_t dst, ReverseTree* tree) {
     if (e.key > h[e.node]) continue;
     ++stats_.nodes_settled;
     // Only transit nodes are entered, so every node settled here forwards (dst excepted).
-    for (const Arc& arc : topo_.Neighbors(e.node)) {
-      if (!transit_[arc.to] || arc.to == dst) continue;
-      double w = weight_[arc.link];
-      if (!(w >= 0 && w < kInf)) continue;
-      double d = e.key + w;
-      if (d < h[arc.to]) {
-        h[arc.to] = d;
-        tree->next[arc.to] = arc.link;
-        heap_.push_back({d, arc.to});
+    for (const TreeArc* a = arcs + offsets[e.node], *end = arcs + offsets[e.node + 1]; a != end; ++a) {
+      double d = e.key + a->w;
+      if (d < h[a->to] && a->to != dst) {
+        h[a->to] = d;
+        next[a->to] = a->link;
+        heap_.push_back({d, a->to});
         std::push_heap(heap_.begin(), heap_.end());
       }
     }
@@ -100,6 +142,7 @@ const KShortestPaths::ReverseTree& KShortestPaths::TreeFor(uint32_t dst, uint64_
     slot = &*std::min_element(trees_.begin(), trees_.end(),
                               [](const ReverseTree& a, const ReverseTree& b) { return a.last_use < b.last_use; });
   }
+  arcs_ = &ArcsFor(graph_key);
   BuildTree(dst, slot);
   slot->graph_key = graph_key;  // 0: never matched, so the slot is simply reused
   slot->last_use = graph_key != 0 ? use_clock_ : 0;

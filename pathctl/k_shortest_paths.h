@@ -18,7 +18,8 @@ struct Path {
 
 // Why fast:
 // - One reverse Dijkstra from the destination over the switches gives the exact distance to dst
-//   with nothing removed. It does not depend on the source, so it is kept per destination (when
+//   with nothing removed; it walks a compact adjacency (transit targets and usable links only,
+//   weights inline) built once per graph. It does not depend on the source, so it is kept per destination (when
 //   the caller names the graph version) and reused by later queries to the same destination.
 // - Every spur search is an A* on that exact lower bound, and it stops as soon as it pops a node
 //   whose reverse-tree path to dst avoids everything the spur removed (the root path's nodes and
@@ -70,6 +71,23 @@ class KShortestPaths {
     std::vector<double> h;         // +inf: cannot reach dst
     std::vector<uint32_t> next;    // next link toward dst
   };
+  // Arcs into transit nodes over usable links, weight inline: what the reverse search walks.
+  struct TreeArc {
+    uint32_t to;
+    uint32_t link;
+    double w;
+  };
+  struct ArcSet {
+    uint64_t graph_key = 0;           // 0: identified by the copies below
+    uint64_t last_use = 0;
+    std::vector<double> weight;
+    std::vector<uint8_t> transit;
+    std::vector<uint32_t> offsets;
+    std::vector<TreeArc> arcs;
+  };
+  // The compact adjacency of the current graph, from the small cache (one per SLA level's
+  // transit set is typical) or built now.
+  const ArcSet& ArcsFor(uint64_t graph_key);
   const ReverseTree& TreeFor(uint32_t dst, uint64_t graph_key);
   void BuildTree(uint32_t dst, ReverseTree* tree);
   double H(uint32_t v) const { return v == src_ ? src_h_ : tree_->h[v]; }
@@ -88,6 +106,9 @@ class KShortestPaths {
   uint32_t src_ = 0;
   double src_h_ = 0;
   uint32_t src_next_ = 0;
+
+  std::vector<ArcSet> arc_sets_;  // at most kMaxArcSets, least recently used replaced
+  const ArcSet* arcs_ = nullptr;
 
   std::vector<ReverseTree> trees_;  // per-destination cache, least recently used replaced
   size_t max_trees_ = 1;
