@@ -41,7 +41,7 @@ inline std::string DefaultPluginPath() {
 class PluginLibrary {
  public:
   explicit PluginLibrary(const std::string& path = DefaultPluginPath()) {
-    handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);  // as NCCL: never unmapped
     if (!handle_) throw std::runtime_error(std::string("dlopen failed: ") + dlerror());
   }
   ~PluginLibrary() {
