@@ -40,6 +40,7 @@ KShortestPaths::KShortestPaths(const Topology& topology) : topo_(topology) {
   link_block_.assign(topo_.links().size(), 0);
   const size_t tree_bytes = std::max<size_t>(1, n * (sizeof(double) + sizeof(uint32_t)));
   max_trees_ = std::max<size_t>(4, kTreeCacheBytes / tree_bytes);
+  arc_sets_.reserve(kMaxArcSets);  // arcs_ points into it
 }
 
 bool KShortestPaths::Usable(uint32_t link) const {
@@ -72,16 +73,22 @@ const KShortestPaths::ArcSet& KShortestPaths::ArcsFor(uint64_t graph_key) {
   const size_t n = topo_.nodes().size();
   set->graph_key = graph_key;
   set->last_use = use_clock_;
-  set->offsets.assign(n + 1, 0);
+  set->id = ++arc_set_builds_;
+  set->slot.assign(n, kNoSlot);
+  uint32_t m = 0;
+  for (uint32_t u = 0; u < n; ++u)
+    if (transit_[u]) set->slot[u] = m++;
+  set->offsets.assign(m + 1, 0);
   set->arcs.clear();
   for (uint32_t u = 0; u < n; ++u) {
-    set->offsets[u] = static_cast<uint32_t>(set->arcs.size());
+    if (!transit_[u]) continue;
+    set->offsets[set->slot[u]] = static_cast<uint32_t>(set->arcs.size());
     for (const Arc& arc : topo_.Neighbors(u)) {
       double w = weight_[arc.link];
-      if (transit_[arc.to] && w >= 0 && w < kInf) set->arcs.push_back({arc.to, arc.link, w});
+      if (transit_[arc.to] && w >= 0 && w < kInf) set->arcs.push_back({set->slot[arc.to], arc.link, w});
     }
   }
-  set->offsets[n] = static_cast<uint32_t>(set->arcs.size());
+  set->offsets[m] = static_cast<uint32_t>(set->arcs.size());
   // Without a key the contents identify the graph (comparing them costs far less than a search).
   if (graph_key == 0) {
     set->weight.assign(weight_.begin(), weight_.end());
@@ -94,27 +101,41 @@ const KShortestPaths::ArcSet& KShortestPaths::ArcsFor(uint64_t graph_key) {
 }
 
 void KShortestPaths::BuildTree(uint32_t dst, ReverseTree* tree) {
-  const size_t n = topo_.nodes().size();
+  const size_t m = arcs_->offsets.size() - 1;
   tree->dst = dst;
-  tree->h.assign(n, kInf);
-  tree->next.assign(n, kNoLink);
+  tree->arcs_id = arcs_->id;
+  tree->h.assign(m, kInf);
+  tree->next.assign(m, kNoLink);
   double* h = tree->h.data();
   uint32_t* next = tree->next.data();
   const TreeArc* arcs = arcs_->arcs.data();
   const uint32_t* offsets = arcs_->offsets.data();
+  const uint32_t dst_slot = arcs_->slot[dst];
+  // Heap entries carry slots. dst may be an endpoint (no slot): seed its transit neighbours.
   heap_.clear();
-  h[dst] = 0;
-  heap_.push_back({0, dst});
+  if (dst_slot != kNoSlot) {
+    h[dst_slot] = 0;
+    heap_.push_back({0, dst_slot});
+  } else {
+    for (const Arc& arc : topo_.Neighbors(dst)) {
+      uint32_t s = arcs_->slot[arc.to];
+      double w = weight_[arc.link];
+      if (s == kNoSlot || !(w >= 0 && w < kInf) || !(w < h[s])) continue;
+      h[s] = w;
+      next[s] = arc.link;
+      heap_.push_back({w, s});
+      std::push_heap(heap_.begin(), heap_.end());
+    }
+  }
   while (!heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end());
     HeapEntry e = heap_.back();
     heap_.pop_back();
     if (e.key > h[e.node]) continue;
     ++stats_.nodes_settled;
-    // Only transit nodes are entered, so every node settled here forwards (dst excepted).
     for (const TreeArc* a = arcs + offsets[e.node], *end = arcs + offsets[e.node + 1]; a != end; ++a) {
       double d = e.key + a->w;
-      if (d < h[a->to] && a->to != dst) {
+      if (d < h[a->to] && a->to != dst_slot) {
         h[a->to] = d;
         next[a->to] = a->link;
         heap_.push_back({d, a->to});
@@ -122,14 +143,16 @@ void KShortestPaths::BuildTree(uint32_t dst, ReverseTree* tree) {
       }
     }
   }
+  if (dst_slot != kNoSlot) h[dst_slot] = 0;
 }
 
 const KShortestPaths::ReverseTree& KShortestPaths::TreeFor(uint32_t dst, uint64_t graph_key) {
   ++use_clock_;
+  arcs_ = &ArcsFor(graph_key);
   ReverseTree* slot = nullptr;
   if (graph_key != 0) {
     for (ReverseTree& t : trees_) {
-      if (t.graph_key == graph_key && t.dst == dst) {
+      if (t.graph_key == graph_key && t.dst == dst && t.arcs_id == arcs_->id) {
         t.last_use = use_clock_;
         stats_.tree_reused = true;
         return t;
@@ -142,7 +165,6 @@ const KShortestPaths::ReverseTree& KShortestPaths::TreeFor(uint32_t dst, uint64_
     slot = &*std::min_element(trees_.begin(), trees_.end(),
                               [](const ReverseTree& a, const ReverseTree& b) { return a.last_use < b.last_use; });
   }
-  arcs_ = &ArcsFor(graph_key);
   BuildTree(dst, slot);
   slot->graph_key = graph_key;  // 0: never matched, so the slot is simply reused
   slot->last_use = graph_key != 0 ? use_clock_ : 0;
@@ -252,14 +274,16 @@ std::vector<Path> KShortestPaths::Find(uint32_t src, uint32_t dst, size_t k, std
   src_ = src;
   tree_ = &TreeFor(dst, graph_key);
   // The tree holds transit nodes only; a source that does not forward joins it here.
-  src_h_ = tree_->h[src];
-  src_next_ = tree_->next[src];
+  const uint32_t src_slot = arcs_->slot[src];
+  src_h_ = src_slot != kNoSlot ? tree_->h[src_slot] : kInf;
+  src_next_ = src_slot != kNoSlot ? tree_->next[src_slot] : kNoLink;
   for (const Arc& arc : topo_.Neighbors(src)) {
     if (!(transit_[arc.to] || arc.to == dst)) continue;
     double w = weight_[arc.link];
-    if (!(w >= 0 && w < kInf) || tree_->h[arc.to] == kInf) continue;
-    if (w + tree_->h[arc.to] < src_h_) {
-      src_h_ = w + tree_->h[arc.to];
+    double hv = arc.to == dst ? 0.0 : tree_->h[arcs_->slot[arc.to]];
+    if (!(w >= 0 && w < kInf) || hv == kInf) continue;
+    if (w + hv < src_h_) {
+      src_h_ = w + hv;
       src_next_ = arc.link;
     }
   }

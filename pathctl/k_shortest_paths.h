@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -64,25 +65,30 @@ class KShortestPaths {
     bool operator<(const HeapEntry& o) const { return key > o.key; }  // min-heap via std::push_heap
   };
   // Distance to one destination over transit nodes, and the next link toward it (source-free).
+  // Indexed by transit slot (see ArcSet), so a fabric of mostly endpoints keeps it small.
   struct ReverseTree {
     uint32_t dst = 0;
     uint64_t graph_key = 0;
     uint64_t last_use = 0;
+    uint64_t arcs_id = 0;          // the ArcSet it was built on (its slot numbering)
     std::vector<double> h;         // +inf: cannot reach dst
     std::vector<uint32_t> next;    // next link toward dst
   };
-  // Arcs into transit nodes over usable links, weight inline: what the reverse search walks.
+  // Arc between transit nodes over a usable link, weight inline: what the reverse search walks.
   struct TreeArc {
-    uint32_t to;
+    uint32_t to;    // transit slot
     uint32_t link;
     double w;
   };
+  // Transit nodes numbered 0..m-1 (slot), with their adjacency among themselves.
   struct ArcSet {
     uint64_t graph_key = 0;           // 0: identified by the copies below
     uint64_t last_use = 0;
+    uint64_t id = 0;                  // unique per build, so trees never outlive their numbering
     std::vector<double> weight;
     std::vector<uint8_t> transit;
-    std::vector<uint32_t> offsets;
+    std::vector<uint32_t> slot;       // node -> slot, or kNoSlot
+    std::vector<uint32_t> offsets;    // per slot
     std::vector<TreeArc> arcs;
   };
   // The compact adjacency of the current graph, from the small cache (one per SLA level's
@@ -90,8 +96,15 @@ class KShortestPaths {
   const ArcSet& ArcsFor(uint64_t graph_key);
   const ReverseTree& TreeFor(uint32_t dst, uint64_t graph_key);
   void BuildTree(uint32_t dst, ReverseTree* tree);
-  double H(uint32_t v) const { return v == src_ ? src_h_ : tree_->h[v]; }
-  uint32_t Next(uint32_t v) const { return v == src_ ? src_next_ : tree_->next[v]; }
+  double H(uint32_t v) const {
+    if (v == src_) return src_h_;
+    if (v == tree_->dst) return 0;
+    uint32_t s = arcs_->slot[v];
+    return s == kNoSlot ? kNoPath : tree_->h[s];
+  }
+  uint32_t Next(uint32_t v) const { return v == src_ ? src_next_ : tree_->next[arcs_->slot[v]]; }
+  static constexpr uint32_t kNoSlot = 0xffffffffu;
+  static constexpr double kNoPath = std::numeric_limits<double>::infinity();
   // True when v's reverse-tree path to dst uses no blocked node or link and not the spur node.
   bool TreePathFree(uint32_t v, uint32_t spur);
   // A* from spur to dst avoiding blocked nodes/links; appends the spur path to out on success.
@@ -109,6 +122,7 @@ class KShortestPaths {
 
   std::vector<ArcSet> arc_sets_;  // at most kMaxArcSets, least recently used replaced
   const ArcSet* arcs_ = nullptr;
+  uint64_t arc_set_builds_ = 0;
 
   std::vector<ReverseTree> trees_;  // per-destination cache, least recently used replaced
   size_t max_trees_ = 1;
