@@ -5,6 +5,7 @@
 
 #include "plugin/logging.h"
 #include "plugin/task_profile.h"
+#include "plugin/task_profile.h"
 #include "sla/profiler_event_pool.h"
 
 namespace ff {
@@ -26,6 +27,7 @@ uint16_t Comm::Classify(void* phandle) const {
 }
 
 void Comm::Record(uint16_t collective, uint64_t bytes, uint64_t latency_ns, sla::Direction dir) {
+  if (opts_.profile != nullptr && dir == sla::Direction::kSend) opts_.profile->AddBytes(bytes, NowNs());
   if (opts_.stats == nullptr) return;
   size_t idx = collective <= 10 ? collective : collective == static_cast<uint16_t>(sla::Collective::kMixed) ? 11 : 12;
   uint32_t& slot = stats_slots_[idx];

@@ -16,6 +16,8 @@
 
 namespace ff {
 
+struct TaskProfile;
+
 // Flag on an acknowledgement frame: the receiver lost path `tag` (carrier, socket error); the sender
 // fails it over at once instead of waiting for its own stall watchdog.
 constexpr uint16_t kAckFlagPathDown = 1;
@@ -33,6 +35,7 @@ struct CommOptions {
   uint32_t path_id = 0;
   const ncclNetAttr_t* net_attr = nullptr;
   uint32_t stats_task = sla::StatsTable::kInvalid;  // where failover counters go
+  TaskProfile* profile = nullptr;             // heat index of the task
   // Self-healing: a path with bytes in flight and no acknowledgement for this long is dead (0: off);
   // carrier loss on a path's interface (rtnetlink) kills it at once.
   uint32_t path_stall_ms = 0;

@@ -218,6 +218,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   opts.task_hash = task.task_hash;
   opts.sla_us = task.sla_us;
   opts.stats = task.stats.get();
+  opts.profile = &task;
   opts.task = task.decl.task.id;
   opts.path_id = pc->plan.path_id;
   opts.net_attr = &pc->ctx->attr;

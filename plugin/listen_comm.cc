@@ -140,6 +140,7 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     opts.task_hash = task.task_hash;
     opts.sla_us = task.sla_us;
     opts.stats = task.stats.get();
+    opts.profile = &task;
     opts.task = task.decl.task.id;
     opts.net_attr = &ctx_->attr;
     std::string peer = paths[0]->stream().Describe();

@@ -14,6 +14,14 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+void TaskProfile::AddBytes(uint64_t bytes, uint64_t now_ns) {
+  heat->Add(bytes);
+  uint64_t last = heat_published_ns.load(std::memory_order_relaxed);
+  if (now_ns - last < 100'000'000ull || !stats || stats_task == sla::StatsTable::kInvalid) return;
+  if (heat_published_ns.compare_exchange_strong(last, now_ns, std::memory_order_relaxed))
+    stats->SetTaskHeat(stats_task, heat->Heat());
+}
+
 std::unique_ptr<TaskProfile> TaskProfile::Load(bool stats_enabled, bool stats_keep, const std::string& stats_dir) {
   auto p = std::make_unique<TaskProfile>();
   sla::Warnings warnings;
@@ -25,6 +33,7 @@ std::unique_ptr<TaskProfile> TaskProfile::Load(bool stats_enabled, bool stats_ke
   p->sla_us = p->decl.latency_ns ? static_cast<uint32_t>((*p->decl.latency_ns + 999) / 1000) : 0;
   p->level = sla::ClassifySla(p->decl.latency_ns);
   p->steer = p->decl.steer;
+  p->heat = std::make_unique<sla::HeatIndex>(p->decl.latency_ns);
   if (stats_enabled) {
     sla::StatsTableOptions o;
     o.dir = stats_dir;

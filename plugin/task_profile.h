@@ -5,7 +5,10 @@
 #include <memory>
 #include <string>
 
+#include <atomic>
+
 #include "sla/collective_id.h"
+#include "sla/heat_index.h"
 #include "sla/sla_declaration.h"
 #include "sla/sla_level.h"
 #include "sla/task_stats.h"
@@ -20,6 +23,11 @@ struct TaskProfile {
   bool steer = false;
   std::unique_ptr<sla::StatsTable> stats;  // null when statistics are off or could not be opened
   uint32_t stats_task = sla::StatsTable::kInvalid;
+  std::unique_ptr<sla::HeatIndex> heat;       // the task's bytes over a 1 s sliding window
+  std::atomic<uint64_t> heat_published_ns{0};  // last time heat was written to the stats table
+
+  // Counts bytes toward the heat index and publishes it to the statistics at most every 100 ms.
+  void AddBytes(uint64_t bytes, uint64_t now_ns);
 
   // Reads the environment once; bad values are logged through NCCL's logger.
   static std::unique_ptr<TaskProfile> Load(bool stats_enabled, bool stats_keep, const std::string& stats_dir);

@@ -118,6 +118,9 @@ def main():
             e = got.setdefault(f["collective"], [0, 0])
             e[0] += f["send"]["bytes"]
             e[1] += f["recv"]["bytes"]
+        heat = [t.get("heat", 0) for t in procs[pid].get("tasks", []) if t.get("task") == task]
+        if not heat or heat[0] <= 0:
+            errors.append(f"rank {rank}: task {task} has no heat index in the statistics ({heat})")
         exp = want[rank]
         if args.attribution == "none":
             total = [sum(v[0] for v in exp.values()), sum(v[1] for v in exp.values())]
