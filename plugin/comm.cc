@@ -92,6 +92,12 @@ void Comm::OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns)
           p.stream().Describe().c_str(), peer_.c_str(), why.c_str(), silent_ns / 1e6, DescribeAlive().c_str());
 }
 
+std::string Comm::DescribePaths() const {
+  std::string out;
+  for (const auto& q : paths_) out += "; " + q->DebugState();
+  return out;
+}
+
 std::string Comm::DescribeAlive() const {
   std::string out;
   for (const auto& q : paths_) {

@@ -39,6 +39,7 @@ struct CommOptions {
   // Self-healing: a path with bytes in flight and no acknowledgement for this long is dead (0: off);
   // carrier loss on a path's interface (rtnetlink) kills it at once.
   uint32_t path_stall_ms = 0;
+  uint32_t resend_timeout_ms = 0;  // 0: no acknowledgement-timeout re-send
   bool link_events = false;
 };
 
@@ -65,6 +66,9 @@ class Comm : public FrameSink {
   bool CheckHealth();
   // "2 (10.0.0.1:50000->10.0.0.2:41234)" for every live path, for failover log lines.
   std::string DescribeAlive() const;
+  // Every path's state, for the one-time "stuck communicator" warning.
+  std::string DescribePaths() const;
+  static constexpr uint64_t kStuckReportNs = 2'000'000'000ull;
   std::string DescribeUsable() const;
   StreamPath* FirstAlive();
   // Collective of a message: the profiler's attribution, else setNetAttr's op bits, else unknown.

@@ -39,6 +39,9 @@ const std::vector<KnobSpec> kSpecs = {
      "last path, which FLEXIFORCE_PEER_TIMEOUT_MS bounds)"},
     {"FLEXIFORCE_LINK_EVENTS", KnobType::kBool, "1", 0, 1,
      "watch rtnetlink carrier events and fail over a path the moment its local interface loses carrier"},
+    {"FLEXIFORCE_RESEND_TIMEOUT_MS", KnobType::kInt, "250", 0, 3600000,
+     "when the peer's kernel holds every byte sent but no acknowledgement came for this long, re-send the "
+     "unacknowledged messages (the receiver drops duplicates); bounds any loss a failover missed; 0 = off"},
     {"FLEXIFORCE_QUEUED_CHUNKS", KnobType::kInt, "2", 1, 64,
      "chunks queued per path ahead of the socket; more hides latency, fewer balances paths better"},
     {"FLEXIFORCE_TRAFFIC_CLASS", KnobType::kInt, "-1", -1, 255,
@@ -176,6 +179,7 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.peer_timeout_ms = static_cast<int>(num("FLEXIFORCE_PEER_TIMEOUT_MS"));
   c.max_queued_chunks = static_cast<int>(num("FLEXIFORCE_QUEUED_CHUNKS"));
   c.path_stall_ms = static_cast<int>(num("FLEXIFORCE_PATH_STALL_MS"));
+  c.resend_timeout_ms = static_cast<int>(num("FLEXIFORCE_RESEND_TIMEOUT_MS"));
   c.link_events = num("FLEXIFORCE_LINK_EVENTS") != 0;
   c.traffic_class = static_cast<int>(num("FLEXIFORCE_TRAFFIC_CLASS"));
   c.topology_file = str("FLEXIFORCE_TOPOLOGY");

@@ -41,6 +41,7 @@ struct Config {
   int peer_timeout_ms;
   int max_queued_chunks;
   int path_stall_ms;
+  int resend_timeout_ms;
   bool link_events;
   int traffic_class;
   int level3_cap_pct;       // FLEXIFORCE_LEVEL3_CAP_PCT

@@ -118,6 +118,7 @@ void RecvComm::OnFrameComplete(StreamPath& path, const FrameHeader& h) {
   path_entry_[path.index()] = nullptr;
   uint64_t idx = h.offset / e->chunk;
   e->chunks_seen[idx / 64] |= uint64_t{1} << (idx % 64);
+  ++frames_done_;
   e->received += h.length;
   // After a failover the same chunk can be arriving on two paths at once (the original on a path
   // that is stalling, the copy on a live one). The first to finish wins; the other's remaining bytes
@@ -181,10 +182,36 @@ bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag, uint16_t f
   return sent;
 }
 
+void RecvComm::ReportIfStuck(uint64_t now_ns) {
+  if (frames_done_ != frames_seen_) {
+    frames_seen_ = frames_done_;
+    last_frame_ns_ = now_ns;
+    stuck_reported_ = false;
+    return;
+  }
+  if (last_frame_ns_ == 0) last_frame_ns_ = now_ns;
+  if (stuck_reported_ || now_ns - last_frame_ns_ < kStuckReportNs) return;
+  stuck_reported_ = true;
+  std::string reqs;
+  for (int i = 0; i < active_count_; ++i) {
+    const RecvRequest& r = *active_[i];
+    reqs += " [" + std::to_string(r.seq_base) + "+" + std::to_string(r.n) + " done " + std::to_string(r.done_count);
+    for (int k = 0; k < r.n; ++k)
+      reqs += " " + std::to_string(r.entries[k].received) + "/" +
+              (r.entries[k].size_known ? std::to_string(r.entries[k].total) : std::string("?"));
+    reqs += "]";
+  }
+  FF_WARN("receive from %s: no frame for %.1f s: posted<%llu done<%llu acked<%llu credit<%llu active:%s%s",
+          peer_.c_str(), (now_ns - last_frame_ns_) / 1e9, static_cast<unsigned long long>(next_post_seq_),
+          static_cast<unsigned long long>(cum_done_), static_cast<unsigned long long>(acked_),
+          static_cast<unsigned long long>(credit_sent_), reqs.c_str(), DescribePaths().c_str());
+}
+
 Status RecvComm::Progress() {
   if (!error_.ok()) return error_;
   const bool expecting = active_count_ > 0;
   if (!CheckHealth()) return error_;
+  if (expecting) ReportIfStuck(NowNs());
   if (expecting) {
     for (auto& p : paths_) {
       if (!p->alive()) continue;

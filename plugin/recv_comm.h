@@ -39,6 +39,12 @@ class RecvComm final : public Comm {
   // Last credit sent. The sender sends only messages whose buffer is posted, so a path never
   // carries a frame the receiver must leave unread - which would block re-sent chunks behind it.
   uint64_t credit_sent_ = 0;
+  // Stuck-communicator diagnostics: frames completed, and when the count last moved.
+  uint64_t frames_done_ = 0;
+  uint64_t frames_seen_ = 0;
+  uint64_t last_frame_ns_ = 0;
+  bool stuck_reported_ = false;
+  void ReportIfStuck(uint64_t now_ns);
   std::bitset<kDoneWindow> done_bits_;
   std::array<RecvEntry*, 64> path_entry_{};
   std::array<RecvRequest*, 64> path_req_{};

@@ -17,6 +17,7 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   if (gate_.paused() || inflight_count_ == kMaxRequests) return Status::Ok();
   SendRequest* r = pool_.Acquire(RequestKind::kSend, this);
   if (r == nullptr) return Status::Ok();
+  if (inflight_count_ == 0) ack_progress_ns_ = NowNs();  // the timeout counts from the first message owed
   r->seq = next_seq_++;
   r->data = static_cast<const char*>(data);
   r->size = size;
@@ -197,6 +198,7 @@ Status SendComm::Progress() {
       }
     }
     if (peer_lost_ != 0 && !ApplyPeerLoss()) return error_;
+    if (waiting && round == 0) CheckAckTimeout(NowNs());
     Schedule();
     if (!FlushAll()) return error_;
     bool more = false;
@@ -207,6 +209,62 @@ Status SendComm::Progress() {
     if (!more) break;
   }
   return error_;
+}
+
+void SendComm::CheckAckTimeout(uint64_t now_ns) {
+  if (opts_.resend_timeout_ms == 0 || inflight_count_ == 0) return;
+  if (acked_seq_ != ack_seen_) {
+    ack_seen_ = acked_seq_;
+    ack_progress_ns_ = now_ns;
+    timeout_streak_ = 0;
+    stuck_reported_ = false;
+    return;
+  }
+  // Doubles while nothing is acknowledged, so a receiver that merely stopped progressing costs a
+  // few duplicate transfers, not a storm.
+  if (!stuck_reported_ && now_ns - ack_progress_ns_ >= kStuckReportNs) {
+    stuck_reported_ = true;
+    const SendRequest& h = *inflight_[inflight_head_];
+    FF_WARN("send to %s: no acknowledgement for %.1f s: acked<%llu next=%llu credit<%llu inflight=%d head{seq=%llu "
+            "size=%llu queued_to=%llu resend=%d}%s",
+            peer_.c_str(), (now_ns - ack_progress_ns_) / 1e9, static_cast<unsigned long long>(acked_seq_),
+            static_cast<unsigned long long>(next_seq_), static_cast<unsigned long long>(credit_), inflight_count_,
+            static_cast<unsigned long long>(h.seq), static_cast<unsigned long long>(h.size),
+            static_cast<unsigned long long>(h.next_offset), h.resend_count, DescribePaths().c_str());
+  }
+  const uint64_t timeout_ns = (uint64_t{opts_.resend_timeout_ms} * 1'000'000) << std::min(timeout_streak_, 6u);
+  if (now_ns - ack_progress_ns_ < timeout_ns) return;
+  // Only when everything we wrote has reached the peer's kernel (nothing queued here, nothing
+  // unacknowledged in any live socket): then the receiver dropped it, e.g. with a path it reset,
+  // and only a re-send recovers. A slow link never gets here - its bytes are still in flight.
+  for (auto& p : paths_) {
+    if (!p->alive()) continue;
+    if (p->queued_frames() > 0 || p->KernelUnackedBytes() != 0) return;
+  }
+  uint64_t bytes = 0;
+  for (int i = 0; i < inflight_count_; ++i) {
+    SendRequest& r = *inflight_[(inflight_head_ + i) % kMaxRequests];
+    if (r.acked || r.seq >= credit_) continue;
+    const uint64_t queued = r.size == 0 ? (r.zero_queued ? 1 : 0) : (r.next_offset + r.chunk - 1) / r.chunk;
+    for (uint64_t c = 0; c < queued; ++c) {
+      uint64_t bit = uint64_t{1} << (c % 64);
+      if (r.resend[c / 64] & bit) continue;
+      r.resend[c / 64] |= bit;
+      ++r.resend_count;
+      bytes += r.size == 0 ? 0 : std::min<uint64_t>(r.chunk, r.size - c * r.chunk);
+    }
+    if (r.home_path >= 0 && !paths_[static_cast<size_t>(r.home_path)]->alive()) r.home_path = -1;
+  }
+  ++timeout_resends_;
+  ++timeout_streak_;
+  resent_bytes_ += bytes;
+  ack_progress_ns_ = now_ns;
+  FF_WARN("no acknowledgement from %s for %u ms although the peer holds every byte sent; re-sending %llu bytes of "
+          "%d unacknowledged message(s) on %s",
+          peer_.c_str(), opts_.resend_timeout_ms, static_cast<unsigned long long>(bytes), inflight_count_,
+          DescribeAlive().c_str());
+  if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
+    opts_.stats->AddFailover(opts_.stats_task, 1, bytes, 0);
 }
 
 bool SendComm::ApplyPeerLoss() {

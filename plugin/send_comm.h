@@ -38,7 +38,14 @@ class SendComm final : public Comm {
   int inflight_count_ = 0;
   uint64_t next_seq_ = 0;
   uint64_t acked_seq_ = 0;
-  uint64_t credit_ = 0;  // the receiver has posted buffers for every message below this  // every message below this is acknowledged
+  uint64_t credit_ = 0;
+  // Acknowledgement timeout: last time the cumulative ack moved (or sending started).
+  uint64_t ack_progress_ns_ = 0;
+  uint64_t ack_seen_ = 0;
+  uint64_t timeout_resends_ = 0;
+  uint32_t timeout_streak_ = 0;
+  bool stuck_reported_ = false;
+  void CheckAckTimeout(uint64_t now_ns);  // the receiver has posted buffers for every message below this  // every message below this is acknowledged
   uint64_t resent_bytes_ = 0;
   uint64_t peer_lost_ = 0;  // bit i: the receiver reported path i lost
 

@@ -1,13 +1,35 @@
 // Framing over a byte stream: vectored sends of header+payload, staged or direct receives.
 #include "plugin/stream_path.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <sys/socket.h>
 
 namespace ff {
+
+std::string StreamPath::DebugState() const {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "path %d %s%s queued=%d kernel_unacked=%lld staged=%zu parsing=%s hdr{type=%u seq=%llu off=%llu len=%u} "
+                "got=%u",
+                index_, alive_ ? "alive" : "dead", draining_ ? " draining" : "", tx_count_,
+                static_cast<long long>(KernelUnackedBytes()), wpos_ - rpos_, have_header_ ? "payload" : "header",
+                rx_hdr_.type, static_cast<unsigned long long>(rx_hdr_.seq),
+                static_cast<unsigned long long>(rx_hdr_.offset), rx_hdr_.length, rx_got_);
+  return buf;
+}
+
+int64_t StreamPath::KernelUnackedBytes() const {
+  int n = 0;
+  if (stream_->fd() < 0 || ioctl(stream_->fd(), SIOCOUTQ, &n) != 0) return -1;
+  return n;
+}
 
 StreamPath::StreamPath(int index, std::unique_ptr<ByteStream> stream)
     : index_(index), stream_(std::move(stream)), staging_(new char[kStagingBytes]) {}

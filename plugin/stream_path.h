@@ -66,6 +66,10 @@ class StreamPath {
   uint64_t bytes_sent() const { return bytes_sent_; }
   uint64_t bytes_received() const { return bytes_received_; }
   int last_errno() const { return last_errno_; }
+  // Bytes the kernel still holds for this stream, unsent or unacknowledged by the peer (-1: unknown).
+  int64_t KernelUnackedBytes() const;
+  // One line of state for "stuck communicator" diagnostics.
+  std::string DebugState() const;
 
  private:
   struct TxFrame {

@@ -292,13 +292,19 @@ def rule_lines(state: dict, node: dict) -> list[str]:
     return lines
 
 
-def sysctl_argv(node: dict) -> list[str]:
+def sysctl_argv(node: dict, port_lo: int = 49152) -> list[str]:
     forward = "0" if node["kind"] == "host" else "1"
     # IPv6 off: no DAD/ND/MLD chatter that would blur the per-link counters.
-    return ["ip", "netns", "exec", node["netns"], "sysctl", "-q", "-w",
+    argv = ["ip", "netns", "exec", node["netns"], "sysctl", "-q", "-w",
             f"net.ipv4.ip_forward={forward}",
             "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
             "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
+    if node["kind"] == "host" and port_lo > 1025:
+        # Ephemeral ports stay below the entropy ranges: traffic that does not choose its source
+        # port (a test's control connection, say) always takes the default spine, never a random
+        # one that a fault scenario then cuts.
+        argv.append(f"net.ipv4.ip_local_port_range={min(32768, port_lo - 1024)} {port_lo - 1}")
+    return argv
 
 
 def topology_doc(state: dict) -> dict:
@@ -453,7 +459,7 @@ def build_fabric(state: dict) -> None:
             f"mtu {mtu} netns {b['netns']}")
     run_parallel([ip_batch(ns, lines) for ns, lines in creators.items()])
 
-    jobs = [(sysctl_argv(n), None) for n in state["nodes"]]
+    jobs = [(sysctl_argv(n, state["params"]["port_lo"]), None) for n in state["nodes"]]
     run_parallel(jobs)
 
     jobs = []
