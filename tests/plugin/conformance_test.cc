@@ -1,11 +1,13 @@
 // Conformance: the built .so driven through its C ABI by two processes over loopback, as NCCL does.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <random>
 #include <vector>
 
+#include "plugin/listen_handle.h"
 #include "plugin/wire_format.h"
 #include "tests/plugin/two_process.h"
 
@@ -434,6 +436,102 @@ TEST(Conformance, SenderKilledMidMessageGivesTheReceiverAnErrorNotAHang) {
   child.Wait();
   peer.net()->closeRecv(rc);
   peer.net()->closeListen(lc);
+}
+
+}  // namespace
+}  // namespace ff::testing
+
+namespace ff::testing {
+namespace {
+
+// A fake receiver: takes the connection, grants credit for one message, reads everything, never
+// acknowledges. The sender must notice that the peer's kernel holds every byte yet nothing is
+// acknowledged, and send the message again (FLEXIFORCE_RESEND_TIMEOUT_MS, 250 ms by default).
+TEST(Conformance, UnacknowledgedMessageIsResentWhenThePeerHoldsItButNeverAcknowledges) {
+  NetPeer peer;
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(lfd, 16), 0);
+  socklen_t alen = sizeof(a);
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &alen);
+  ListenHandle lh;
+  lh.secret = 42;
+  sockaddr_storage ss{};
+  std::memcpy(&ss, &a, sizeof(a));
+  lh.addrs = {ss};
+  char handle[128];
+  ASSERT_TRUE(EncodeHandle(lh, handle).ok());
+
+  void* sc = nullptr;
+  std::vector<int> conns;
+  ncclNetDeviceHandle_t* dc = nullptr;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sc == nullptr) {
+    ASSERT_EQ(peer.net()->connect(peer.ctx(), 0, handle, &sc, &dc), ncclSuccess);
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+  }
+  // Every path arrives with a hello; read them all.
+  pollfd pl{lfd, POLLIN, 0};
+  while (poll(&pl, 1, 200) > 0) {
+    int c = accept(lfd, nullptr, nullptr);
+    FrameHeader hello;
+    ReadAll(c, &hello, sizeof(hello));
+    ASSERT_EQ(hello.type, static_cast<uint8_t>(FrameType::kHello));
+    conns.push_back(c);
+  }
+  ASSERT_FALSE(conns.empty());
+  FrameHeader credit{};
+  credit.type = static_cast<uint8_t>(FrameType::kAck);
+  credit.seq = 0;     // nothing acknowledged
+  credit.offset = 1;  // one receive posted
+  SealHeader(&credit);
+  WriteAll(conns[0], &credit, sizeof(credit));
+
+  std::vector<char> msg(100000, 'm');
+  void* req = nullptr;
+  while (req == nullptr) ASSERT_EQ(peer.net()->isend(sc, msg.data(), msg.size(), 3, nullptr, nullptr, &req), ncclSuccess);
+  // Drain every path, counting payload bytes of message 0, while the sender keeps progressing.
+  uint64_t payload = 0;
+  std::vector<uint64_t> need(conns.size(), 0);  // payload bytes still to skip on each stream
+  std::vector<std::vector<char>> partial(conns.size());
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (payload < 2 * msg.size() && std::chrono::steady_clock::now() < deadline) {
+    int done = 0;
+    ASSERT_EQ(peer.net()->test(req, &done, nullptr), ncclSuccess);
+    ASSERT_EQ(done, 0) << "completed without an acknowledgement";
+    for (size_t i = 0; i < conns.size(); ++i) {
+      char buf[65536];
+      ssize_t n = recv(conns[i], buf, sizeof(buf), MSG_DONTWAIT);
+      for (ssize_t off = 0; off < n;) {
+        if (need[i] > 0) {
+          uint64_t take = std::min<uint64_t>(need[i], static_cast<uint64_t>(n - off));
+          need[i] -= take;
+          payload += take;
+          off += static_cast<ssize_t>(take);
+          continue;
+        }
+        auto& p = partial[i];
+        size_t take = std::min<size_t>(sizeof(FrameHeader) - p.size(), static_cast<size_t>(n - off));
+        p.insert(p.end(), buf + off, buf + off + take);
+        off += static_cast<ssize_t>(take);
+        if (p.size() == sizeof(FrameHeader)) {
+          FrameHeader h;
+          std::memcpy(&h, p.data(), sizeof(h));
+          p.clear();
+          ASSERT_EQ(ValidateHeader(h), "");
+          ASSERT_EQ(h.seq, 0u);
+          need[i] = h.length;
+        }
+      }
+    }
+  }
+  EXPECT_GE(payload, 2 * msg.size()) << "the message was not sent again";
+  for (int c : conns) close(c);
+  close(lfd);
+  peer.net()->closeSend(sc);
 }
 
 }  // namespace
