@@ -54,6 +54,7 @@ void Comm::Fail(Status s) {
   if (!error_.ok()) return;
   FF_WARN("communicator with %s failed: %s", peer_.c_str(), s.message().c_str());
   error_ = std::move(s);
+  OnFailed();
 }
 
 StreamPath* Comm::FirstAlive() {

@@ -81,6 +81,8 @@ class Comm : public FrameSink {
   bool HandlePump(StreamPath& p, PumpResult r);
   // Whether bytes are still owed on this communicator: EOF is an error only then.
   virtual bool ExpectingTraffic() const = 0;
+  // After the first fatal error: the receiver tells its sender, so neither side waits on the other.
+  virtual void OnFailed() {}
   bool FlushAll();
   // Soft degradation: stop putting new chunks on `p` (what it holds still completes).
   void Drain(StreamPath& p, const std::string& why);

@@ -158,6 +158,12 @@ void RecvComm::OnPathLost(StreamPath& p, const std::string& why, uint64_t silent
   }
 }
 
+void RecvComm::OnFailed() {
+  // Best effort on whatever path is left: a sender still waiting for acknowledgements gets an
+  // error at once instead of waiting for its own timeouts.
+  SendControl(FrameType::kAbort, cum_done_, static_cast<int32_t>(AbortReason::kProtocolError), 0);
+}
+
 bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag, uint16_t flags) {
   // Control frames go on every live path. A path can be dead without either end knowing yet (a
   // link that silently stopped delivering); an acknowledgement lost there would leave the sender

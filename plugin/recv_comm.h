@@ -45,6 +45,7 @@ class RecvComm final : public Comm {
   uint64_t last_frame_ns_ = 0;
   bool stuck_reported_ = false;
   void ReportIfStuck(uint64_t now_ns);
+  void OnFailed() override;
   std::bitset<kDoneWindow> done_bits_;
   std::array<RecvEntry*, 64> path_entry_{};
   std::array<RecvRequest*, 64> path_req_{};
