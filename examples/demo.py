@@ -100,8 +100,9 @@ def demo_fabric(build, stats_dir):
                 procs.append(subprocess.Popen(cmd, env=env, stdout=None if rank == 0 else subprocess.DEVNULL,
                                               stderr=lf))
             time.sleep(1.5)
-            spine_links = [l["id"] for l in st["links"] if "spine0" in l["id"]]
-            cut = spine_links[0]
+            # spine1: the driver's own rendezvous (ephemeral ports, below the entropy ranges) rides
+            # spine0, so the cut hits only traffic the plugin steered.
+            cut = [l["id"] for l in st["links"] if l["id"].endswith("--spine1")][-1]
             print(f"\n  >>> cutting link {cut} (carrier loss) while the collectives run", flush=True)
             fabric("link-down", "--state", state, cut)
             codes = [p.wait() for p in procs]
@@ -111,10 +112,12 @@ def demo_fabric(build, stats_dir):
         show_plugin_log(log)
         banner("5. Per-link counters: bytes carried by each spine link")
         counters = json.loads(fabric("counters", "--state", state, "--json", capture=True))
-        for c in counters if isinstance(counters, list) else counters.get("links", []):
-            lid = c.get("id") or c.get("link")
-            if "spine" in lid:
-                print(f"  {lid:24s} {json.dumps({k: v for k, v in c.items() if 'bytes' in k})}")
+        rows = counters if isinstance(counters, list) else counters.get("links", [])
+        for c in rows:
+            if "spine" in c["id"]:
+                up = c["a_to_b"]["bytes"] / 2**20
+                down = c["b_to_a"]["bytes"] / 2**20
+                print(f"  {c['id']:18s} leaf->spine {up:9.1f} MiB   spine->leaf {down:9.1f} MiB")
         return max(codes)
     finally:
         fabric("down", "--state", state)
