@@ -45,6 +45,7 @@ def plugin_env(stats_dir, topology=None):
         "FLEXIFORCE_STATS_DIR": stats_dir,
         "FLEXIFORCE_STATS_KEEP": "1",
         "NCCL_DEBUG": "INFO",
+        "FF_TEST_VERBOSE": "1",        # the driver stands in for NCCL: print INFO lines like NCCL_DEBUG=INFO
     })
     if topology:
         env["FLEXIFORCE_TOPOLOGY"] = topology

@@ -37,7 +37,7 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
   std::string list;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const auto& d = devices_[i];
-    FF_INFO(NCCL_INIT | NCCL_NET, "NET/FlexiForce : dev %zu: %s %s speed %d Mbps%s", i, d.name.c_str(),
+    FF_INFO(NCCL_INIT | NCCL_NET, "dev %zu: %s %s speed %d Mbps%s", i, d.name.c_str(),
             tcp::AddressToString(d.addr).c_str(), d.speed_mbps, d.pci_path.empty() ? " (virtual)" : "");
     list += (i ? " " : "") + std::to_string(i) + ":" + d.name;
   }
