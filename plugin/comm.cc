@@ -18,6 +18,10 @@ Comm::Comm(std::vector<std::unique_ptr<StreamPath>> paths, const CommOptions& op
   stats_slots_.fill(sla::StatsTable::kInvalid);
 }
 
+Comm::~Comm() {
+  if (opts_.profile != nullptr) opts_.profile->PublishHeat();
+}
+
 uint16_t Comm::Classify(void* phandle) const {
   sla::CollectiveAttribution prof;
   if (phandle != nullptr) prof = sla::AttributeNetEvent(phandle);

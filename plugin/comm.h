@@ -46,7 +46,7 @@ struct CommOptions {
 class Comm : public FrameSink {
  public:
   Comm(std::vector<std::unique_ptr<StreamPath>> paths, const CommOptions& opts, std::string peer);
-  ~Comm() override = default;
+  ~Comm() override;
 
   // Moves bytes on every path; returns the communicator's sticky error once one happened.
   virtual Status Progress() = 0;

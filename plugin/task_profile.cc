@@ -22,6 +22,10 @@ void TaskProfile::AddBytes(uint64_t bytes, uint64_t now_ns) {
     stats->SetTaskHeat(stats_task, heat->Heat());
 }
 
+void TaskProfile::PublishHeat() {
+  if (stats && stats_task != sla::StatsTable::kInvalid) stats->SetTaskHeat(stats_task, heat->Heat());
+}
+
 std::unique_ptr<TaskProfile> TaskProfile::Load(bool stats_enabled, bool stats_keep, const std::string& stats_dir) {
   auto p = std::make_unique<TaskProfile>();
   sla::Warnings warnings;

@@ -28,6 +28,8 @@ struct TaskProfile {
 
   // Counts bytes toward the heat index and publishes it to the statistics at most every 100 ms.
   void AddBytes(uint64_t bytes, uint64_t now_ns);
+  // Writes the current heat to the statistics now (a communicator closing, a short job ending).
+  void PublishHeat();
 
   // Reads the environment once; bad values are logged through NCCL's logger.
   static std::unique_ptr<TaskProfile> Load(bool stats_enabled, bool stats_keep, const std::string& stats_dir);
