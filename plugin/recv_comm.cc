@@ -69,8 +69,13 @@ HeaderVerdict RecvComm::OnHeader(StreamPath& path, const FrameHeader& h, char** 
     reject_reason_ = "unexpected frame type " + std::to_string(h.type) + " on a receive connection";
     return HeaderVerdict::kReject;
   }
-  if (h.seq < cum_done_ || (h.seq < cum_done_ + kDoneWindow && done_bits_[h.seq % kDoneWindow]))
-    return HeaderVerdict::kAccept;  // a re-sent copy of a message already complete: discard
+  last_rx_path_ = pi;
+  if (h.seq < cum_done_ || (h.seq < cum_done_ + kDoneWindow && done_bits_[h.seq % kDoneWindow])) {
+    // A re-sent copy of a message already complete: discard it. The sender re-sends only what it
+    // thinks unacknowledged, so our acknowledgements may be getting lost: send the next on every path.
+    ack_all_paths_ = true;
+    return HeaderVerdict::kAccept;
+  }
   if (h.seq >= next_post_seq_) return HeaderVerdict::kStall;  // its buffer is not posted yet
   RecvRequest* req = nullptr;
   RecvEntry* e = FindEntry(h, &req);
@@ -105,7 +110,10 @@ HeaderVerdict RecvComm::OnHeader(StreamPath& path, const FrameHeader& h, char** 
     return HeaderVerdict::kReject;
   }
   path_req_[pi] = req;
-  if (e->chunks_seen[idx / 64] & (uint64_t{1} << (idx % 64))) return HeaderVerdict::kAccept;  // duplicate chunk
+  if (e->chunks_seen[idx / 64] & (uint64_t{1} << (idx % 64))) {  // duplicate chunk
+    ack_all_paths_ = true;
+    return HeaderVerdict::kAccept;
+  }
   path_entry_[pi] = e;
   path_offset_[pi] = h.offset;
   *dest = e->data + h.offset;
@@ -169,9 +177,17 @@ bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag, uint16_t f
   // link that silently stopped delivering); an acknowledgement lost there would leave the sender
   // waiting forever once it has nothing left in flight to notice the stall with. Duplicates of a
   // cumulative acknowledgement are harmless, and they cost 64 bytes each.
+  // Routine acknowledgements and credits take one path - the one that last delivered data, which
+  // is evidently alive - so a message costs one control send, not one per path. Aborts, path-loss
+  // reports, and acknowledgements after duplicates (a sign they were lost) go on every path.
+  StreamPath* only = nullptr;
+  if (type == FrameType::kAck && flags == 0 && !ack_all_paths_ && last_rx_path_ >= 0 &&
+      paths_[static_cast<size_t>(last_rx_path_)]->alive() && paths_[static_cast<size_t>(last_rx_path_)]->CanQueue())
+    only = paths_[static_cast<size_t>(last_rx_path_)].get();
+  if (only == nullptr && type == FrameType::kAck) ack_all_paths_ = false;
   bool sent = false;
   for (auto& p : paths_) {
-    if (!p->alive() || !p->CanQueue()) continue;
+    if (!p->alive() || !p->CanQueue() || (only != nullptr && p.get() != only)) continue;
     FrameHeader h{};
     h.type = static_cast<uint8_t>(type);
     h.path = static_cast<uint16_t>(p->index());

@@ -39,6 +39,8 @@ class RecvComm final : public Comm {
   // Last credit sent. The sender sends only messages whose buffer is posted, so a path never
   // carries a frame the receiver must leave unread - which would block re-sent chunks behind it.
   uint64_t credit_sent_ = 0;
+  int last_rx_path_ = -1;       // path that last delivered a data frame
+  bool ack_all_paths_ = false;  // a duplicate arrived: the next acknowledgement goes on every path
   // Stuck-communicator diagnostics: frames completed, and when the count last moved.
   uint64_t frames_done_ = 0;
   uint64_t frames_seen_ = 0;
