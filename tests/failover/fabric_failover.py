@@ -63,7 +63,8 @@ def scenario_survives(binary, state_file, name, flexiforce=None):
                "FLEXIFORCE_TOPOLOGY": os.environ.get("FF_FABRIC_TOPOLOGY", "")}
         unset = ()
     env.update({"FLEXIFORCE_STATS_KEEP": "1", "FLEXIFORCE_STATS_DIR": stats_dir})
-    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "8", "--timeout-s", "120"], env, unset,
+    # Sized so the run outlasts the cut by several seconds even on a fast, idle machine.
+    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "30", "--timeout-s", "120"], env, unset,
                      control_rail=1 if name == "nic_down" else 0)
     time.sleep(CUT_AFTER_S)
     before = fh.link_bytes(state_file, watch) if watch else 0
@@ -116,7 +117,7 @@ def scenario_soft(binary, state_file, name):
     failures = []
     link = fh.access_link(state, "h1", 0)
     env = {"FLEXIFORCE_SPREAD_NICS": "1", "FLEXIFORCE_PATHS": "2"}
-    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "8" if name == "soft_loss" else "40",
+    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "24" if name == "soft_loss" else "40",
                                                       "--timeout-s", "150"], env, ("NCCL_SOCKET_IFNAME",),
                      control_rail=1)
     time.sleep(CUT_AFTER_S)
