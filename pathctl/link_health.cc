@@ -9,6 +9,7 @@ LinkHealthTracker::LinkHealthTracker(size_t links, const Clock& clock, HealthPol
 bool LinkHealthTracker::IsSoftProblem(const HealthSignal& s) const {
   if (s.kind == HealthSignalKind::kFecErrorRate) return s.value > policy_.fec_error_rate_threshold;
   if (s.kind == HealthSignalKind::kLoss) return s.value > policy_.loss_threshold;
+  if (s.kind == HealthSignalKind::kErrorCounters) return s.value > 0;
   return false;
 }
 
@@ -30,6 +31,7 @@ std::optional<HealthTransition> LinkHealthTracker::Report(uint32_t link, HealthS
       break;
     case HealthSignalKind::kFecErrorRate:
     case HealthSignalKind::kLoss:
+    case HealthSignalKind::kErrorCounters:
       if (!IsSoftProblem(signal)) break;
       e.last_bad = now;
       e.detections.push_back(now);

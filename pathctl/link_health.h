@@ -20,6 +20,8 @@ enum class HealthSignalKind : uint8_t {
   kFecErrorRate, // soft when value > fec_error_rate_threshold
   kLoss,         // soft when value (loss fraction) > loss_threshold
   kClean,        // an observation with nothing wrong (lets callers feed periodic samples)
+  kErrorCounters,  // soft when value > 0: the caller already judged its counters against its
+                   // own thresholds (NicHealthMonitor: FEC, CRC, RDMA, PCIe) and saw a problem
 };
 
 struct HealthSignal {
