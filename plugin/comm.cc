@@ -113,6 +113,14 @@ std::string Comm::DescribeAlive() const {
   return out.empty() ? "no path" : out;
 }
 
+void Comm::ReplacePath(int index, std::unique_ptr<ByteStream> stream) {
+  auto& slot = paths_[static_cast<size_t>(index)];
+  if (slot->alive()) slot->Abort();  // stale: the peer gave up on it, whatever it still holds is re-sent
+  slot = std::make_unique<StreamPath>(index, std::move(stream));
+  ++path_gen_[static_cast<size_t>(index)];
+  watchdog_.ResetPath(index);
+}
+
 bool Comm::CheckHealth() {
   // The watchdog only ever removes a path while another remains: the last path is left to the
   // socket's own timeout (FLEXIFORCE_PEER_TIMEOUT_MS), which then fails the communicator.

@@ -13,6 +13,7 @@
 #include "plugin/status.h"
 #include "plugin/stream_path.h"
 #include "sla/task_stats.h"
+#include "tcp/socket.h"
 
 namespace ff {
 
@@ -21,6 +22,14 @@ struct TaskProfile;
 // Flag on an acknowledgement frame: the receiver lost path `tag` (carrier, socket error); the sender
 // fails it over at once instead of waiting for its own stall watchdog.
 constexpr uint16_t kAckFlagPathDown = 1;
+
+// How the sender reaches one path's far end, kept so the path can be reconnected after a failure.
+struct PathEndpoint {
+  sockaddr_storage local{};
+  sockaddr_storage remote{};  // the remote device's address; the port is replaced by the rejoin port
+  uint16_t sport_lo = 0;
+  uint16_t sport_hi = 0;
+};
 
 // What a communicator stamps on every frame and how it chunks (fixed at connect time).
 struct CommOptions {
@@ -41,6 +50,13 @@ struct CommOptions {
   uint32_t path_stall_ms = 0;
   uint32_t resend_timeout_ms = 0;  // 0: no acknowledgement-timeout re-send
   bool link_events = false;
+  // Failback: the connection's identity on the wire, and (sender) how to reconnect each path.
+  uint64_t conn_id = 0;
+  uint64_t secret = 0;
+  std::vector<PathEndpoint> endpoints;
+  tcp::PathSocketOptions socket_options;
+  uint32_t failback_ms = 0;   // 0: a failed path is never reconnected
+  uint32_t dual_path_ms = 0;  // 0: no canary comparison before moving traffic
 };
 
 class Comm : public FrameSink {
@@ -89,7 +105,13 @@ class Comm : public FrameSink {
   // Puts drained paths that stayed clean for the failback time back into service.
   void ReadmitDrained(uint64_t now_ns);
 
+  // Puts a fresh stream in place of path `index` (failback); the old stream, dead or stale, is dropped.
+  void ReplacePath(int index, std::unique_ptr<ByteStream> stream);
+  // Incarnation of each path index: a loss report about an older incarnation is ignored.
+  uint32_t path_generation(int index) const { return path_gen_[static_cast<size_t>(index)]; }
+
   std::vector<std::unique_ptr<StreamPath>> paths_;
+  std::array<uint32_t, 16> path_gen_{};
   CommOptions opts_;
   std::string peer_;
   PauseGate gate_;

@@ -42,6 +42,18 @@ const std::vector<KnobSpec> kSpecs = {
     {"FLEXIFORCE_RESEND_TIMEOUT_MS", KnobType::kInt, "250", 0, 3600000,
      "when the peer's kernel holds every byte sent but no acknowledgement came for this long, re-send the "
      "unacknowledged messages (the receiver drops duplicates); bounds any loss a failover missed; 0 = off"},
+    {"FLEXIFORCE_FAILBACK_MS", KnobType::kInt, "2000", 0, 3600000,
+     "a failed path reconnects once its interface has had carrier this long (a silent failure: tries after "
+     "this long, backing off while it fails) and then carries traffic again; 0 = never fail back"},
+    {"FLEXIFORCE_DUAL_PATH_MS", KnobType::kInt, "0", 0, 600000,
+     "dual-path canary: before traffic leaves a degraded path, or returns to a reconnected one, both keep "
+     "carrying for this long and are compared (retransmissions, round-trip time); the move happens only "
+     "if the new path is no worse; 0 = move at once"},
+    {"FLEXIFORCE_NIC_HEALTH", KnobType::kBool, "1", 0, 1,
+     "read NIC error, FEC, RDMA and PCIe link counters (sysfs, ethtool netlink) and drain paths whose "
+     "local NIC degrades (debounced: 3 detections within 500 ms)"},
+    {"FLEXIFORCE_SYSFS_ROOT", KnobType::kString, "", 0, 0,
+     "prefix for /sys when reading NIC health counters (tests point it at a fixture tree)"},
     {"FLEXIFORCE_QUEUED_CHUNKS", KnobType::kInt, "2", 1, 64,
      "chunks queued per path ahead of the socket; more hides latency, fewer balances paths better"},
     {"FLEXIFORCE_TRAFFIC_CLASS", KnobType::kInt, "-1", -1, 255,
@@ -181,6 +193,10 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.path_stall_ms = static_cast<int>(num("FLEXIFORCE_PATH_STALL_MS"));
   c.resend_timeout_ms = static_cast<int>(num("FLEXIFORCE_RESEND_TIMEOUT_MS"));
   c.link_events = num("FLEXIFORCE_LINK_EVENTS") != 0;
+  c.failback_ms = static_cast<int>(num("FLEXIFORCE_FAILBACK_MS"));
+  c.dual_path_ms = static_cast<int>(num("FLEXIFORCE_DUAL_PATH_MS"));
+  c.nic_health = num("FLEXIFORCE_NIC_HEALTH") != 0;
+  c.sysfs_root = str("FLEXIFORCE_SYSFS_ROOT");
   c.traffic_class = static_cast<int>(num("FLEXIFORCE_TRAFFIC_CLASS"));
   c.topology_file = str("FLEXIFORCE_TOPOLOGY");
   c.level3_cap_pct = static_cast<int>(num("FLEXIFORCE_LEVEL3_CAP_PCT"));

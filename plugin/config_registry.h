@@ -43,6 +43,10 @@ struct Config {
   int path_stall_ms;
   int resend_timeout_ms;
   bool link_events;
+  int failback_ms;       // FLEXIFORCE_FAILBACK_MS; 0: failed paths stay down
+  int dual_path_ms;      // FLEXIFORCE_DUAL_PATH_MS; 0: no canary comparison
+  bool nic_health;       // FLEXIFORCE_NIC_HEALTH
+  std::string sysfs_root;  // FLEXIFORCE_SYSFS_ROOT
   int traffic_class;
   int level3_cap_pct;       // FLEXIFORCE_LEVEL3_CAP_PCT
   int64_t link_speed_mbps;  // FLEXIFORCE_LINK_SPEED_MBPS; 0: the device's own speed

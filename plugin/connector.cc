@@ -223,6 +223,15 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   opts.task = task.decl.task.id;
   opts.path_id = pc->plan.path_id;
   opts.net_attr = &pc->ctx->attr;
+  opts.conn_id = pc->conn_id;
+  opts.secret = pc->handle.secret;
+  opts.failback_ms = static_cast<uint32_t>(cfg.failback_ms);
+  opts.dual_path_ms = static_cast<uint32_t>(cfg.dual_path_ms);
+  opts.socket_options.tos = pc->tos;
+  opts.socket_options.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
+  opts.socket_options.user_timeout_ms = cfg.peer_timeout_ms;
+  opts.socket_options.max_pacing_bytes_per_s = pc->pacing_bytes_per_s;
+  for (const auto& a : pc->paths) opts.endpoints.push_back(PathEndpoint{a.local, a.remote, a.sport_lo, a.sport_hi});
   std::string peer = tcp::PeerToString(pc->handle.addrs[0]);
   *out = std::make_unique<SendComm>(std::move(paths), opts, peer);
   FF_INFO(NCCL_NET, "connected to %s with %zu path(s)", peer.c_str(), pc->paths.size());

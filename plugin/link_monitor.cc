@@ -51,7 +51,7 @@ LinkMonitor::~LinkMonitor() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void LinkMonitor::Drain() {
+void LinkMonitor::Drain(uint64_t now_ns) {
   alignas(nlmsghdr) char buf[16384];
   for (;;) {
     ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
@@ -69,13 +69,22 @@ void LinkMonitor::Drain() {
       // IFF_RUNNING is the operational state: it drops with the carrier (NO-CARRIER).
       bool down = nh->nlmsg_type == RTM_DELLINK || !(ifi->ifi_flags & IFF_UP) || !(ifi->ifi_flags & IFF_RUNNING);
       auto it = std::find(down_.begin(), down_.end(), ifi->ifi_index);
+      bool changed = false;
       if (down && it == down_.end()) {
         down_.push_back(ifi->ifi_index);
-        ++generation_;
+        changed = true;
       } else if (!down && it != down_.end()) {
         down_.erase(it);
-        ++generation_;
+        changed = true;
       }
+      if (!changed) continue;
+      ++generation_;
+      auto c = std::find_if(changed_ns_.begin(), changed_ns_.end(),
+                            [&](const std::pair<int, uint64_t>& e) { return e.first == ifi->ifi_index; });
+      if (c == changed_ns_.end())
+        changed_ns_.emplace_back(ifi->ifi_index, now_ns);
+      else
+        c->second = now_ns;
     }
   }
 }
@@ -86,7 +95,7 @@ uint64_t LinkMonitor::Poll(uint64_t now_ns, uint64_t min_interval_ns) {
   if (!lock.owns_lock()) return generation_;  // another thread is reading; its result is as good
   if (now_ns - last_poll_ns_ >= min_interval_ns) {
     last_poll_ns_ = now_ns;
-    Drain();
+    Drain(now_ns);
   }
   return generation_;
 }
@@ -94,6 +103,14 @@ uint64_t LinkMonitor::Poll(uint64_t now_ns, uint64_t min_interval_ns) {
 bool LinkMonitor::IsDown(int ifindex) {
   std::lock_guard<std::mutex> lock(mu_);
   return std::find(down_.begin(), down_.end(), ifindex) != down_.end();
+}
+
+bool LinkMonitor::StableUp(int ifindex, uint64_t now_ns, uint64_t stable_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::find(down_.begin(), down_.end(), ifindex) != down_.end()) return false;
+  for (const auto& [index, when] : changed_ns_)
+    if (index == ifindex) return now_ns - when >= stable_ns;
+  return true;
 }
 
 int LinkMonitor::InterfaceOfAddress(const sockaddr_storage& addr) {

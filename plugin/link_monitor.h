@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace ff {
@@ -21,6 +22,9 @@ class LinkMonitor {
   uint64_t Poll(uint64_t now_ns, uint64_t min_interval_ns = 1'000'000);
   // Whether the last event seen for `ifindex` said the carrier is down.
   bool IsDown(int ifindex);
+  // Whether `ifindex` has carrier and has not changed state for `stable_ns` (failback waits for this).
+  // Interfaces never seen changing count as stable.
+  bool StableUp(int ifindex, uint64_t now_ns, uint64_t stable_ns);
   // Whether the rtnetlink socket could be opened (it cannot in some sandboxes).
   bool available() const { return fd_ >= 0; }
 
@@ -30,13 +34,14 @@ class LinkMonitor {
  private:
   LinkMonitor();
   ~LinkMonitor();
-  void Drain();
+  void Drain(uint64_t now_ns);
 
   std::mutex mu_;
   int fd_ = -1;
   uint64_t last_poll_ns_ = 0;
   uint64_t generation_ = 0;
   std::vector<int> down_;  // interfaces whose carrier is down; few, so a vector
+  std::vector<std::pair<int, uint64_t>> changed_ns_;  // last carrier transition per interface
 };
 
 }  // namespace ff

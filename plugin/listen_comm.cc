@@ -143,6 +143,11 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     opts.profile = &task;
     opts.task = task.decl.task.id;
     opts.net_attr = &ctx_->attr;
+    opts.conn_id = it->first;
+    opts.secret = secret_;
+    opts.failback_ms = static_cast<uint32_t>(PluginState::Get().config().failback_ms);
+    opts.socket_options.buffer_bytes = static_cast<int>(PluginState::Get().config().socket_buffer_bytes);
+    opts.socket_options.user_timeout_ms = PluginState::Get().config().peer_timeout_ms;
     std::string peer = paths[0]->stream().Describe();
     *out = std::make_unique<RecvComm>(std::move(paths), opts, peer);
     FF_INFO(NCCL_NET, "accepted connection from %s with %d path(s)", peer.c_str(), g.npaths);

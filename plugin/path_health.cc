@@ -127,6 +127,11 @@ void PathWatchdog::NoteDrained(int path, uint64_t now_ns) {
 
 void PathWatchdog::NoteReadmitted(int path) { StateOf(path).ndetections = 0; }
 
+void PathWatchdog::ResetPath(int path) {
+  StateOf(path) = State{};
+  link_generation_ = ~uint64_t{0};  // re-check the carrier of the new socket's interface
+}
+
 bool PathWatchdog::ReadyToReadmit(int path, uint64_t now_ns) const {
   if (static_cast<size_t>(path) >= states_.size()) return true;
   const State& s = states_[static_cast<size_t>(path)];

@@ -55,6 +55,8 @@ class PathWatchdog {
   bool ReadyToReadmit(int path, uint64_t now_ns) const;
   void NoteDrained(int path, uint64_t now_ns);
   void NoteReadmitted(int path);
+  // A reconnected path starts with a clean history.
+  void ResetPath(int path);
 
   bool enabled() const { return stall_ns_ > 0 || carrier_events_; }
   // Looks at each live path at most once per sample interval; true and *out filled for the first

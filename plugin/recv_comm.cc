@@ -3,8 +3,40 @@
 
 #include "plugin/logging.h"
 #include "plugin/task_profile.h"
+#include "tcp/tcp_stream.h"
 
 namespace ff {
+
+RecvComm::RecvComm(std::vector<std::unique_ptr<StreamPath>> paths, const CommOptions& opts, std::string peer)
+    : Comm(std::move(paths), opts, std::move(peer)) {
+  if (opts_.failback_ms == 0 || opts_.conn_id == 0) return;
+  Status s = RejoinHub::Get().Ensure(&rejoin_port_);
+  if (!s.ok() || rejoin_port_ == 0) return;
+  RejoinHub::Get().Register(opts_.conn_id, opts_.secret, path_count(), &rejoin_box_);
+  rejoin_registered_ = true;
+}
+
+RecvComm::~RecvComm() {
+  if (rejoin_registered_) RejoinHub::Get().Unregister(opts_.conn_id);
+}
+
+void RecvComm::AdoptRejoins() {
+  std::vector<RejoinMailbox::Arrival> arrivals;
+  {
+    std::lock_guard<std::mutex> lock(rejoin_box_.mu);
+    arrivals.swap(rejoin_box_.arrivals);
+    rejoin_box_.pending.store(false, std::memory_order_relaxed);
+  }
+  for (auto& a : arrivals) {
+    const bool was_alive = paths_[static_cast<size_t>(a.path)]->alive();
+    (void)tcp::ApplyPathOptions(a.socket.fd(), AF_INET, opts_.socket_options);
+    ReplacePath(a.path, std::make_unique<tcp::TcpStream>(std::move(a.socket), a.peer));
+    // Whatever the old stream was receiving is gone with it; the sender re-sent that chunk.
+    path_entry_[static_cast<size_t>(a.path)] = nullptr;
+    FF_WARN("path %d from %s reconnected (failback)%s; receiving on %s", a.path, peer_.c_str(),
+            was_alive ? ", replacing a stream the sender had given up on" : "", DescribeAlive().c_str());
+  }
+}
 
 Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out) {
   *out = nullptr;
@@ -160,7 +192,8 @@ void RecvComm::OnFrameComplete(StreamPath& path, const FrameHeader& h) {
 
 void RecvComm::OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns) {
   Comm::OnPathLost(p, why, silent_ns);
-  if (SendControl(FrameType::kAck, cum_done_, p.index(), kAckFlagPathDown)) {
+  // The path's incarnation rides along, so a report that crosses a reconnect is not applied to the new stream.
+  if (SendControl(FrameType::kAck, cum_done_, p.index(), kAckFlagPathDown, path_generation(p.index()))) {
     acked_ = cum_done_;
     credit_sent_ = next_post_seq_;
   }
@@ -172,7 +205,7 @@ void RecvComm::OnFailed() {
   SendControl(FrameType::kAbort, cum_done_, static_cast<int32_t>(AbortReason::kProtocolError), 0);
 }
 
-bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag, uint16_t flags) {
+bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag, uint16_t flags, uint64_t total) {
   // Control frames go on every live path. A path can be dead without either end knowing yet (a
   // link that silently stopped delivering); an acknowledgement lost there would leave the sender
   // waiting forever once it has nothing left in flight to notice the stall with. Duplicates of a
@@ -195,6 +228,7 @@ bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag, uint16_t f
     h.offset = next_post_seq_;  // credit: the sender may send messages below this sequence
     h.tag = tag;
     h.flags = flags;
+    h.total = total;
     h.task_hash = opts_.task_hash;
     SealHeader(&h);
     p->Queue(h, nullptr);
@@ -232,6 +266,24 @@ void RecvComm::ReportIfStuck(uint64_t now_ns) {
 Status RecvComm::Progress() {
   if (!error_.ok()) return error_;
   const bool expecting = active_count_ > 0;
+  if (rejoin_registered_) {
+    if (!rejoin_info_sent_) {
+      // Tells the sender where a failed path can reconnect; offset carries the port.
+      rejoin_info_sent_ = true;
+      for (auto& p : paths_) {
+        if (!p->alive() || !p->CanQueue()) continue;
+        FrameHeader h{};
+        h.type = static_cast<uint8_t>(FrameType::kRejoinInfo);
+        h.path = static_cast<uint16_t>(p->index());
+        h.offset = rejoin_port_;
+        h.task_hash = opts_.task_hash;
+        SealHeader(&h);
+        p->Queue(h, nullptr);
+      }
+    }
+    RejoinHub::Get().Poll(NowNs());
+    if (rejoin_box_.pending.load(std::memory_order_acquire)) AdoptRejoins();
+  }
   if (!CheckHealth()) return error_;
   if (expecting) ReportIfStuck(NowNs());
   if (expecting) {

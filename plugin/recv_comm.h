@@ -4,13 +4,16 @@
 #include <bitset>
 
 #include "plugin/comm.h"
+#include "plugin/rejoin_hub.h"
 #include "plugin/requests.h"
 
 namespace ff {
 
 class RecvComm final : public Comm {
  public:
-  using Comm::Comm;
+  // Registers with the rejoin hub when failback is on (opts.failback_ms > 0).
+  RecvComm(std::vector<std::unique_ptr<StreamPath>> paths, const CommOptions& opts, std::string peer);
+  ~RecvComm() override;
 
   // Posts n buffers (a grouped receive); *out is nullptr (retry later) when paused or full.
   Status Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out);
@@ -26,7 +29,9 @@ class RecvComm final : public Comm {
 
   bool ExpectingTraffic() const override { return active_count_ > 0; }
   RecvEntry* FindEntry(const FrameHeader& h, RecvRequest** req);
-  bool SendControl(FrameType type, uint64_t seq, int32_t tag, uint16_t flags = 0);
+  bool SendControl(FrameType type, uint64_t seq, int32_t tag, uint16_t flags = 0, uint64_t total = 0);
+  // Takes the paths the sender reconnected (failback) in place of the failed ones.
+  void AdoptRejoins();
   // Logs the loss and tells the sender on the paths left, so it fails over without waiting.
   void OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns) override;
 
@@ -49,6 +54,10 @@ class RecvComm final : public Comm {
   void ReportIfStuck(uint64_t now_ns);
   void OnFailed() override;
   std::bitset<kDoneWindow> done_bits_;
+  RejoinMailbox rejoin_box_;
+  bool rejoin_registered_ = false;
+  uint16_t rejoin_port_ = 0;     // told to the sender once (kRejoinInfo)
+  bool rejoin_info_sent_ = false;
   std::array<RecvEntry*, 64> path_entry_{};
   std::array<RecvRequest*, 64> path_req_{};
   std::array<uint64_t, 64> path_offset_{};  // offset of the chunk each path is receiving

@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "plugin/link_monitor.h"
 #include "plugin/logging.h"
+#include "tcp/interfaces.h"
+#include "tcp/tcp_stream.h"
 #include "plugin/task_profile.h"
 
 namespace ff {
@@ -112,6 +115,10 @@ void SendComm::OnPathLost(StreamPath& dead, const std::string& why, uint64_t sil
     failover_.from += "; ";
   }
   failover_.from += std::to_string(dead.index()) + " (" + dead.stream().Describe() + "): " + why;
+  Rejoin& rj = rejoin_[static_cast<size_t>(dead.index())];
+  rj.down_ns = now;
+  rj.next_try_ns = now + uint64_t{opts_.failback_ms} * 1'000'000;
+  rj.attempts = 0;
   // Switch: every chunk that was queued on the dead path and is not known delivered goes again on
   // the paths left; the receiver drops any copy it already has.
   const uint8_t idx = static_cast<uint8_t>(dead.index());
@@ -157,6 +164,12 @@ HeaderVerdict SendComm::OnHeader(StreamPath&, const FrameHeader& h, char** dest)
         return HeaderVerdict::kReject;
       }
       return HeaderVerdict::kAccept;
+    case FrameType::kRejoinInfo:
+      if (h.offset > 65535) {
+        reject_reason_ = "rejoin port " + std::to_string(h.offset) + " out of range";
+        return HeaderVerdict::kReject;
+      }
+      return HeaderVerdict::kAccept;
     case FrameType::kAbort:
       reject_reason_ = h.tag == static_cast<int32_t>(AbortReason::kMessageTooLarge)
                            ? "the receiver aborted: a message was larger than its posted receive buffer"
@@ -169,9 +182,15 @@ HeaderVerdict SendComm::OnHeader(StreamPath&, const FrameHeader& h, char** dest)
 }
 
 void SendComm::OnFrameComplete(StreamPath&, const FrameHeader& h) {
+  if (h.type == static_cast<uint8_t>(FrameType::kRejoinInfo)) {
+    rejoin_port_ = static_cast<uint16_t>(h.offset);
+    return;
+  }
   if (h.offset > credit_) credit_ = h.offset;
   // Acted on after this pump round: failing a path over from inside another path's parser is unsafe.
-  if ((h.flags & kAckFlagPathDown) && h.tag >= 0 && h.tag < path_count()) peer_lost_ |= uint64_t{1} << h.tag;
+  // A report about an earlier incarnation of the path (before a failback) is stale.
+  if ((h.flags & kAckFlagPathDown) && h.tag >= 0 && h.tag < path_count() && h.total == path_generation(h.tag))
+    peer_lost_ |= uint64_t{1} << h.tag;
   if (h.seq <= acked_seq_) return;
   acked_seq_ = h.seq;
   // Resume once the receiver acknowledges past where it stood at the cut: data flows again.
@@ -198,6 +217,10 @@ Status SendComm::Progress() {
       }
     }
     if (peer_lost_ != 0 && !ApplyPeerLoss()) return error_;
+    if (round == 0 && rejoin_port_ != 0 && opts_.failback_ms != 0 && alive_paths() < path_count()) {
+      const uint64_t now = NowNs();
+      if (now >= next_failback_check_ns_) TryFailback(now);
+    }
     if (waiting && round == 0) CheckAckTimeout(NowNs());
     Schedule();
     if (!FlushAll()) return error_;
@@ -278,6 +301,101 @@ bool SendComm::ApplyPeerLoss() {
       return false;
   }
   return true;
+}
+
+void SendComm::FailbackAttemptFailed(int path, uint64_t now_ns, const std::string& why) {
+  Rejoin& rj = rejoin_[static_cast<size_t>(path)];
+  rj.connecting = false;
+  rj.socket.reset();
+  rj.sent = 0;
+  ++rj.attempts;
+  // A path that keeps failing is tried ever more rarely (up to 16x the failback time).
+  rj.next_try_ns = now_ns + (uint64_t{opts_.failback_ms} * 1'000'000 << std::min(rj.attempts, 4));
+  FF_INFO(NCCL_NET, "failback of path %d to %s: attempt %d failed (%s); next in %.1f s", path, peer_.c_str(),
+          rj.attempts, why.c_str(), (rj.next_try_ns - now_ns) / 1e9);
+}
+
+void SendComm::TryFailback(uint64_t now_ns) {
+  next_failback_check_ns_ = now_ns + 5'000'000;  // the checks below cost syscalls: a few per 5 ms at most
+  const uint64_t stable_ns = uint64_t{opts_.failback_ms} * 1'000'000;
+  for (auto& path : paths_) {
+    const int i = path->index();
+    if (path->alive() || static_cast<size_t>(i) >= opts_.endpoints.size()) continue;
+    Rejoin& rj = rejoin_[static_cast<size_t>(i)];
+    const PathEndpoint& ep = opts_.endpoints[static_cast<size_t>(i)];
+    if (!rj.connecting) {
+      if (now_ns < rj.next_try_ns) continue;
+      if (rj.ifindex < 0) rj.ifindex = LinkMonitor::InterfaceOfAddress(ep.local);
+      // After carrier loss: wait until the interface has been up for the whole failback time.
+      if (opts_.link_events && rj.ifindex > 0) {
+        LinkMonitor::Get().Poll(now_ns);
+        if (!LinkMonitor::Get().StableUp(rj.ifindex, now_ns, stable_ns)) {
+          rj.next_try_ns = now_ns + 50'000'000;
+          continue;
+        }
+      }
+      sockaddr_storage remote = ep.remote;
+      if (remote.ss_family == AF_INET)
+        reinterpret_cast<sockaddr_in*>(&remote)->sin_port = htons(rejoin_port_);
+      else
+        reinterpret_cast<sockaddr_in6*>(&remote)->sin6_port = htons(rejoin_port_);
+      Status s = tcp::StartConnect(remote, &ep.local, ep.sport_lo, ep.sport_hi, &rj.socket);
+      if (!s.ok()) {
+        FailbackAttemptFailed(i, now_ns, s.message());
+        continue;
+      }
+      rj.connecting = true;
+      rj.deadline_ns = now_ns + 1'000'000'000;  // a path that cannot complete a handshake in 1 s is not back
+      rj.sent = 0;
+      FrameHeader& h = rj.hello;
+      h = FrameHeader{};
+      h.type = static_cast<uint8_t>(FrameType::kHello);
+      h.flags = kHelloFlagRejoin;
+      h.path = static_cast<uint16_t>(i);
+      h.tag = i;
+      h.seq = opts_.conn_id;
+      h.offset = opts_.secret;
+      h.total = static_cast<uint64_t>(path_count());
+      h.task_hash = opts_.chunk_bytes;
+      h.sla_us = opts_.sla_us;
+      SealHeader(&h);
+    }
+    int err = 0;
+    tcp::ConnectProgress cp = tcp::PollConnect(rj.socket.fd(), &err);
+    if (cp == tcp::ConnectProgress::kFailed) {
+      FailbackAttemptFailed(i, now_ns, ErrnoMessage("connect", err));
+      continue;
+    }
+    if (cp == tcp::ConnectProgress::kPending) {
+      if (now_ns > rj.deadline_ns) FailbackAttemptFailed(i, now_ns, "no handshake within 1 s");
+      continue;
+    }
+    if (rj.sent == 0) (void)tcp::ApplyPathOptions(rj.socket.fd(), ep.remote.ss_family, opts_.socket_options);
+    iovec iov{reinterpret_cast<char*>(&rj.hello) + rj.sent, sizeof(FrameHeader) - rj.sent};
+    ssize_t w = tcp::SendSome(rj.socket.fd(), &iov, 1);
+    if (w < 0) {
+      FailbackAttemptFailed(i, now_ns, ErrnoMessage("hello", errno));
+      continue;
+    }
+    rj.sent += static_cast<uint32_t>(w);
+    if (rj.sent < sizeof(FrameHeader)) continue;
+    sockaddr_storage remote = ep.remote;
+    if (remote.ss_family == AF_INET)
+      reinterpret_cast<sockaddr_in*>(&remote)->sin_port = htons(rejoin_port_);
+    else
+      reinterpret_cast<sockaddr_in6*>(&remote)->sin6_port = htons(rejoin_port_);
+    const std::string desc = tcp::AddressToString(ep.local) + ":" + std::to_string(tcp::LocalPort(rj.socket.fd())) +
+                             "->" + tcp::PeerToString(remote);
+    const uint64_t down_ns = now_ns - rj.down_ns;
+    const int attempts = rj.attempts + 1;
+    ReplacePath(i, std::make_unique<tcp::TcpStream>(std::move(rj.socket), desc));
+    rj = Rejoin{};
+    ++failbacks_;
+    if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
+      opts_.stats->AddFailback(opts_.stats_task);
+    FF_WARN("failback to %s: path %d (%s) reconnected after %.2f s down (attempt %d); now on %s", peer_.c_str(), i,
+            desc.c_str(), down_ns / 1e9, attempts, DescribeAlive().c_str());
+  }
 }
 
 Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {

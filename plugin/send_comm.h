@@ -31,6 +31,9 @@ class SendComm final : public Comm {
   // Fails over the paths the receiver reported lost (kAckFlagPathDown); false when the comm failed.
   bool ApplyPeerLoss();
   bool ExpectingTraffic() const override { return inflight_count_ > 0; }
+  // Failback: reconnects failed paths through the receiver's rejoin listener, one step per call.
+  void TryFailback(uint64_t now_ns);
+  void FailbackAttemptFailed(int path, uint64_t now_ns, const std::string& why);
 
   RequestPool<SendRequest> pool_;
   std::array<SendRequest*, kMaxRequests> inflight_{};  // in sequence order
@@ -62,8 +65,25 @@ class SendComm final : public Comm {
   } failover_;
   uint64_t failover_events_ = 0;
 
+  struct Rejoin {
+    uint64_t down_ns = 0;      // when the path failed; 0 while it is alive
+    uint64_t next_try_ns = 0;  // earliest next connect attempt
+    int attempts = 0;
+    int ifindex = -1;  // local interface of the path; -1 until resolved
+    bool connecting = false;
+    tcp::Socket socket;
+    uint64_t deadline_ns = 0;
+    FrameHeader hello{};
+    uint32_t sent = 0;
+  };
+  std::array<Rejoin, 16> rejoin_{};
+  uint16_t rejoin_port_ = 0;  // the receiver's rejoin listener (kRejoinInfo); 0: failback unavailable
+  uint64_t next_failback_check_ns_ = 0;
+  uint64_t failbacks_ = 0;
+
  public:
   uint64_t failover_events() const { return failover_events_; }
+  uint64_t failbacks() const { return failbacks_; }
 };
 
 }  // namespace ff

@@ -37,6 +37,7 @@ std::string ValidateHeader(const FrameHeader& h) {
     case FrameType::kAck:
     case FrameType::kHello:
     case FrameType::kAbort:
+    case FrameType::kRejoinInfo:
       if (h.length != 0) return "control frame with payload";
       return {};
   }

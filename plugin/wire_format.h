@@ -17,7 +17,13 @@ enum class FrameType : uint8_t {
   kAck = 2,    // cumulative: every message with sequence < `seq` arrived whole
   kHello = 3,  // first frame on a new path: seq=connection id, offset=secret, total=path count, tag=path index
   kAbort = 4,  // the receiver gives up on the communicator; tag holds an AbortReason
+  // Receiver -> sender, once per connection: where a failed path may reconnect (failback).
+  // offset = TCP port of the receiving process's rejoin listener for IPv4 (0: none), total = IPv6.
+  kRejoinInfo = 5,
 };
+
+// Hello flag: this path replaces path `tag` of the existing connection `seq` (failback).
+constexpr uint16_t kHelloFlagRejoin = 1;
 
 enum class AbortReason : int32_t { kMessageTooLarge = 1, kProtocolError = 2 };
 

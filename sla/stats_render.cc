@@ -132,6 +132,8 @@ std::string RenderStatsPrometheus(const std::vector<StatsSnapshot>& snaps) {
        [](const TaskSnapshot& t) { return std::to_string(t.failover_bytes_resent); }},
       {"flexiforce_failover_paused_seconds_total", "counter", "Time communicators were paused by failovers.",
        [](const TaskSnapshot& t) { return Format("%.10g", static_cast<double>(t.failover_paused_ns) * 1e-9); }},
+      {"flexiforce_failbacks_total", "counter", "Failed paths reconnected and back in service.",
+       [](const TaskSnapshot& t) { return std::to_string(t.failbacks); }},
   };
   for (const auto& m : task_metrics) {
     Family(out, m.name, m.type, m.help);
@@ -162,7 +164,8 @@ std::string RenderStatsJson(const std::vector<StatsSnapshot>& snaps) {
                        {"sla_unattainable", t.sla_unattainable},
                        {"failover", {{"events", t.failover_events},
                                      {"bytes_resent", t.failover_bytes_resent},
-                                     {"paused_ns", t.failover_paused_ns}}}});
+                                     {"paused_ns", t.failover_paused_ns},
+                                     {"failbacks", t.failbacks}}}});
     }
     nlohmann::json flows = nlohmann::json::array();
     for (const auto& s : p.slots) {
@@ -189,10 +192,10 @@ std::string RenderStatsText(const std::vector<StatsSnapshot>& snaps) {
   for (const auto& p : snaps) {
     out += Format("pid %" PRId64 "%s  (%s)\n", p.pid, p.alive ? "" : " [not running]", p.path.c_str());
     for (const auto& t : p.tasks) {
-      out += Format("  task %-24s level %d  sla %s  heat %.3f  sla-unattainable %" PRIu64 "  failovers %" PRIu64 "\n",
+      out += Format("  task %-24s level %d  sla %s  heat %.3f  sla-unattainable %" PRIu64 "  failovers %" PRIu64 "  failbacks %" PRIu64 "\n",
                     t.task.c_str(), t.level,
                     t.sla_ns ? Format("%.3fus", static_cast<double>(*t.sla_ns) / 1e3).c_str() : "none", t.heat,
-                    t.sla_unattainable, t.failover_events);
+                    t.sla_unattainable, t.failover_events, t.failbacks);
     }
     out += Format("  %-20s %-13s %-22s %4s %4s %14s %10s %12s\n", "task", "collective", "peer", "path", "dir",
                   "bytes", "messages", "mean-lat-us");

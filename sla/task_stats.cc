@@ -50,7 +50,9 @@ struct alignas(64) TaskEntry {
   std::atomic<uint64_t> failover_events;
   std::atomic<uint64_t> failover_bytes_resent;
   std::atomic<uint64_t> failover_paused_ns;
+  std::atomic<uint64_t> failbacks;
 };
+static_assert(sizeof(TaskEntry) == 128, "the stats file format: a task entry is two cache lines");
 
 struct alignas(64) Header {
   char magic[8];
@@ -271,6 +273,11 @@ void StatsTable::AddFailover(uint32_t task, uint64_t events, uint64_t bytes_rese
   t.failover_paused_ns.fetch_add(paused_ns, std::memory_order_relaxed);
 }
 
+void StatsTable::AddFailback(uint32_t task) {
+  if (task >= layout_->header->task_capacity) return;
+  layout_->tasks[task].failbacks.fetch_add(1, std::memory_order_relaxed);
+}
+
 // ---- reader side -----------------------------------------------------------
 
 bool StatsOwnerAlive(int64_t pid, uint64_t start_ticks) {
@@ -349,6 +356,7 @@ std::optional<StatsSnapshot> ReadStatsFile(const std::string& path, std::string*
     out.failover_events = t.failover_events.load(std::memory_order_relaxed);
     out.failover_bytes_resent = t.failover_bytes_resent.load(std::memory_order_relaxed);
     out.failover_paused_ns = t.failover_paused_ns.load(std::memory_order_relaxed);
+    out.failbacks = t.failbacks.load(std::memory_order_relaxed);
     snap.tasks.push_back(std::move(out));
   }
   // Stable output order regardless of hash placement.

@@ -71,6 +71,7 @@ class StatsTable {
   void SetTaskHeat(uint32_t task, double heat);
   void AddSlaUnattainable(uint32_t task, uint64_t n = 1);
   void AddFailover(uint32_t task, uint64_t events, uint64_t bytes_resent, uint64_t paused_ns);
+  void AddFailback(uint32_t task);  // a failed path was reconnected and carries traffic again
 
   struct Layout;  // the shared-memory format, defined in task_stats.cc
 
@@ -109,6 +110,7 @@ struct TaskSnapshot {
   uint64_t failover_events = 0;
   uint64_t failover_bytes_resent = 0;
   uint64_t failover_paused_ns = 0;
+  uint64_t failbacks = 0;
 };
 
 struct StatsSnapshot {

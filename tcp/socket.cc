@@ -42,15 +42,15 @@ Status SetNonBlocking(int fd) {
   return Status::Ok();
 }
 
-Status Listen(const sockaddr_storage& local, Socket* out, uint16_t* port) {
+Status Listen(const sockaddr_storage& local, Socket* out, uint16_t* port, uint16_t want_port) {
   Socket s(::socket(local.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!s.valid()) return SystemError(ErrnoMessage("socket", errno));
   int one = 1;
   setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_storage a = local;
-  SetPort(&a, 0);
+  SetPort(&a, want_port);
   if (::bind(s.fd(), reinterpret_cast<sockaddr*>(&a), AddrLen(a)) != 0)
-    return SystemError(ErrnoMessage("bind to " + AddressToString(a), errno));
+    return SystemError(ErrnoMessage("bind to " + AddressToString(a) + " port " + std::to_string(want_port), errno));
   if (::listen(s.fd(), 1024) != 0) return SystemError(ErrnoMessage("listen", errno));
   *port = LocalPort(s.fd());
   *out = std::move(s);

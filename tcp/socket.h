@@ -47,8 +47,8 @@ struct PathSocketOptions {
   uint64_t max_pacing_bytes_per_s = 0;
 };
 
-// Listening socket on `local` (port 0 picks one); returns the bound port.
-Status Listen(const sockaddr_storage& local, Socket* out, uint16_t* port);
+// Listening socket on `local` at `want_port` (0 picks one); returns the bound port.
+Status Listen(const sockaddr_storage& local, Socket* out, uint16_t* port, uint16_t want_port = 0);
 
 // Starts a non-blocking connect. `local` (may be null) pins the source address; a non-zero
 // [sport_lo, sport_hi] range pins the source port (path entropy), trying ports in the range.

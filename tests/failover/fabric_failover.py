@@ -14,6 +14,10 @@ Scenarios:
                   path is drained after the debounce (3 windows within 500 ms), results stay exact.
   flap            h1's NIC 0 link goes down and up 20 times during the run: exact results, no hang,
                   every pause bounded.
+  failback        h1's NIC 0 goes down for 1 s and comes back: the failed paths reconnect through the
+                  receivers' rejoin listeners once the carrier is stable (FLEXIFORCE_FAILBACK_MS=500),
+                  the NIC carries traffic again (per-link counters), results stay exact, and
+                  `flexiforce stats` counts the failbacks.
 With --flexiforce, nic_down also checks that `flexiforce stats` shows the failover counters the log shows.
 Builds its own fabric (tests/fabric/fabric.py run) unless FF_FABRIC_STATE is set.
 """
@@ -93,6 +97,59 @@ def scenario_survives(binary, state_file, name, flexiforce=None):
     shutil.rmtree(stats_dir, ignore_errors=True)
     if watch:
         check(after - before > 64 << 20, f"{watch} carried {(after - before) >> 20} MiB after the cut", failures)
+    if failures:
+        ranks.dump()
+    return 1 if failures else 0
+
+
+FAILBACK_DOWN_S = 1.0
+
+
+def scenario_failback(binary, state_file, flexiforce):
+    state = fh.load_state(state_file)
+    failures = []
+    stats_dir = tempfile.mkdtemp(prefix="ff-stats-")
+    link = fh.access_link(state, "h1", 0)
+    env = {"FLEXIFORCE_SPREAD_NICS": "1", "FLEXIFORCE_PATHS": "2", "FLEXIFORCE_FAILBACK_MS": "500",
+           "FLEXIFORCE_STATS_KEEP": "1", "FLEXIFORCE_STATS_DIR": stats_dir}
+    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "60", "--timeout-s", "150"], env,
+                     ("NCCL_SOCKET_IFNAME",), control_rail=1)
+    time.sleep(CUT_AFTER_S)
+    fh.fabric(state_file, "link-down", link)
+    try:
+        time.sleep(FAILBACK_DOWN_S)
+        fh.fabric(state_file, "link-up", link)
+        up_at = time.monotonic() - ranks.started
+        # Carrier stable for 500 ms, then the reconnect: traffic counted from 1.5 s after the restore.
+        time.sleep(1.5)
+        before = fh.link_bytes(state_file, link)
+        measured_from = time.monotonic() - ranks.started
+        time.sleep(1.0)
+        after = fh.link_bytes(state_file, link)
+        codes, ends = ranks.wait(170)
+    finally:
+        fh.fabric(state_file, "link-up", link)
+    text = "".join(ranks.text(r) for r in range(len(codes)))
+    failbacks = [line for line in text.splitlines() if "failback to" in line]
+    check(all(c == 0 for c in codes), f"every rank passed its exact checks across the cut and the failback "
+          f"(exit {codes})", failures)
+    check(max(ends) > measured_from + 1.0, f"the run outlasted the measurement (ended {max(ends):.1f} s, "
+          f"link restored at {up_at:.1f} s)", failures)
+    check(len(ranks.failovers()) > 0, f"the cut caused {len(ranks.failovers())} failover(s)", failures)
+    check(len(failbacks) > 0, f"{len(failbacks)} path(s) reconnected (failback)", failures)
+    for line in failbacks[:6]:
+        print("      " + line.strip()[-160:])
+    check(after - before > 16 << 20, f"{link} carried {(after - before) >> 20} MiB in the second after the "
+          f"failback (it carried nothing while down)", failures)
+    if flexiforce:
+        out = subprocess.run([flexiforce, "stats", "--dir", stats_dir, "--include-stale", "--json"], check=True,
+                             capture_output=True, text=True).stdout
+        doc = json.loads(out)
+        procs = doc if isinstance(doc, list) else doc.get("processes", [])
+        counted = sum(t["failover"]["failbacks"] for p in procs for t in p.get("tasks", []))
+        check(counted == len(failbacks), f"flexiforce stats counts {counted} failback(s) (log: {len(failbacks)})",
+              failures)
+    shutil.rmtree(stats_dir, ignore_errors=True)
     if failures:
         ranks.dump()
     return 1 if failures else 0
@@ -199,7 +256,8 @@ def scenario_errors(binary, state_file, name):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--collective", required=True, help="path of the ff-collective binary")
-    ap.add_argument("--scenario", required=True, choices=["nic_down", "spine_down", "all_paths_down", "peer_killed", "soft_loss", "flap"])
+    ap.add_argument("--scenario", required=True, choices=["nic_down", "spine_down", "all_paths_down", "peer_killed", "soft_loss", "flap",
+                                                     "failback"])
     ap.add_argument("--flexiforce", help="path of the flexiforce CLI: nic_down then checks `flexiforce stats`")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -211,6 +269,8 @@ def main():
     binary = os.path.abspath(a.collective)
     if a.scenario in ("nic_down", "spine_down"):
         return scenario_survives(binary, state, a.scenario, a.flexiforce and os.path.abspath(a.flexiforce))
+    if a.scenario == "failback":
+        return scenario_failback(binary, state, a.flexiforce and os.path.abspath(a.flexiforce))
     if a.scenario in ("soft_loss", "flap"):
         return scenario_soft(binary, state, a.scenario)
     return scenario_errors(binary, state, a.scenario)
