@@ -117,6 +117,7 @@ void Comm::ReplacePath(int index, std::unique_ptr<ByteStream> stream) {
   auto& slot = paths_[static_cast<size_t>(index)];
   if (slot->alive()) slot->Abort();  // stale: the peer gave up on it, whatever it still holds is re-sent
   slot = std::make_unique<StreamPath>(index, std::move(stream));
+  if (dual_.active() && dual_.subject() == index) dual_.Cancel();
   ++path_gen_[static_cast<size_t>(index)];
   watchdog_.ResetPath(index);
 }
@@ -127,6 +128,7 @@ bool Comm::CheckHealth() {
   if (!watchdog_.enabled() || alive_paths() < 2) return true;
   const uint64_t now = NowNs();
   ReadmitDrained(now);
+  if (dual_.Due(now)) FinishDualPath();
   PathFaultReport rep;
   if (!watchdog_.Check(paths_, now, &rep)) return true;
   StreamPath& p = *paths_[static_cast<size_t>(rep.path)];
@@ -134,7 +136,12 @@ bool Comm::CheckHealth() {
   if (IsSoftFault(rep.cause)) {
     // Debounced soft signal: move traffic only while another path takes it; a lossy path stays
     // better than an error.
-    if (usable_paths() >= 2 && !p.draining()) Drain(p, why);
+    if (usable_paths() >= 2 && !p.draining()) {
+      if (opts_.dual_path_ms == 0)
+        Drain(p, why);
+      else if (!dual_.active())
+        StartDualPath(p, DualPathCompare::Kind::kLeave, why, now);
+    }
     return true;
   }
   return PathDown(p, why, rep.cause);
@@ -149,6 +156,32 @@ void Comm::Drain(StreamPath& p, const std::string& why) {
           p.stream().Describe().c_str(), peer_.c_str(), why.c_str(), DescribeUsable().c_str());
 }
 
+void Comm::StartDualPath(StreamPath& p, DualPathCompare::Kind kind, const std::string& why, uint64_t now_ns) {
+  dual_.Start(p.index(), kind, now_ns, uint64_t{opts_.dual_path_ms} * 1'000'000, paths_);
+  FF_WARN("dual-path to %s: path %d (%s) %s; both keep carrying for %u ms and are compared before traffic moves",
+          peer_.c_str(), p.index(), p.stream().Describe().c_str(),
+          kind == DualPathCompare::Kind::kLeave ? ("is degraded: " + why).c_str() : "reconnected", opts_.dual_path_ms);
+}
+
+void Comm::FinishDualPath() {
+  const int i = dual_.subject();
+  const DualPathCompare::Kind kind = dual_.kind();
+  const DualPathVerdict v = dual_.Finish(paths_);
+  StreamPath& p = *paths_[static_cast<size_t>(i)];
+  if (!p.alive() || p.draining()) return;
+  const bool leaving = kind == DualPathCompare::Kind::kLeave;
+  if (v.subject_worse && usable_paths() >= 2) {
+    ++dual_path_moves_;
+    Drain(p, std::string("dual-path comparison over ") + std::to_string(opts_.dual_path_ms) + " ms: " + v.why +
+                 (leaving ? "; the other paths are better, cutting over" : "; the reconnected path is worse"));
+    return;
+  }
+  ++dual_path_keeps_;
+  watchdog_.NoteReadmitted(i);  // the detections that started this comparison are spent
+  FF_WARN("dual-path to %s: keeping path %d (%s): %s; %s", peer_.c_str(), i, p.stream().Describe().c_str(),
+          v.why.c_str(), leaving ? "no other path is better, so moving traffic would not help" : "cut back over");
+}
+
 void Comm::ReadmitDrained(uint64_t now_ns) {
   for (auto& p : paths_) {
     if (!p->alive() || !p->draining() || !watchdog_.ReadyToReadmit(p->index(), now_ns)) continue;
@@ -156,6 +189,7 @@ void Comm::ReadmitDrained(uint64_t now_ns) {
     watchdog_.NoteReadmitted(p->index());
     FF_WARN("path %d (%s) to %s is back in service: no retransmission for the failback time", p->index(),
             p->stream().Describe().c_str(), peer_.c_str());
+    if (opts_.dual_path_ms > 0 && !dual_.active()) StartDualPath(*p, DualPathCompare::Kind::kReturn, "", now_ns);
   }
 }
 

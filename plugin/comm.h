@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "plugin/dual_path.h"
 #include "plugin/nccl_net_abi.h"
 #include "plugin/path_health.h"
 #include "plugin/pause_gate.h"
@@ -104,6 +105,12 @@ class Comm : public FrameSink {
   void Drain(StreamPath& p, const std::string& why);
   // Puts drained paths that stayed clean for the failback time back into service.
   void ReadmitDrained(uint64_t now_ns);
+  // Dual-path canary (opts_.dual_path_ms > 0): starts / concludes a comparison of path `p` with the others.
+  void StartDualPath(StreamPath& p, DualPathCompare::Kind kind, const std::string& why, uint64_t now_ns);
+  void FinishDualPath();
+  DualPathCompare dual_;
+  uint64_t dual_path_moves_ = 0;
+  uint64_t dual_path_keeps_ = 0;
 
   // Puts a fresh stream in place of path `index` (failback); the old stream, dead or stale, is dropped.
   void ReplacePath(int index, std::unique_ptr<ByteStream> stream);

@@ -41,6 +41,8 @@ TcpProgress ProbeTcp(int fd) {
   tp.ms_since_ack = ti.tcpi_last_ack_recv;
   tp.retransmits = ti.tcpi_total_retrans;
   tp.rto_us = ti.tcpi_rto;
+  tp.segs_out = ti.tcpi_segs_out;
+  tp.rtt_us = ti.tcpi_rtt;
   return tp;
 }
 

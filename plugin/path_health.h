@@ -30,6 +30,8 @@ struct TcpProgress {
   uint32_t ms_since_ack = 0;      // kernel's age of the last acknowledgement (jiffy resolution)
   uint32_t retransmits = 0;
   uint32_t rto_us = 0;
+  uint64_t segs_out = 0;  // segments sent, retransmissions included
+  uint32_t rtt_us = 0;    // smoothed round-trip time
 };
 TcpProgress ProbeTcp(int fd);
 

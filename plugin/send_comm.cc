@@ -116,8 +116,12 @@ void SendComm::OnPathLost(StreamPath& dead, const std::string& why, uint64_t sil
   }
   failover_.from += std::to_string(dead.index()) + " (" + dead.stream().Describe() + "): " + why;
   Rejoin& rj = rejoin_[static_cast<size_t>(dead.index())];
+  // A path that fails again within kRelapseNs of coming back (a lossy or flapping link) waits twice
+  // as long before the next failback, up to 16x, so it does not bounce traffic every few seconds.
+  constexpr uint64_t kRelapseNs = 10'000'000'000ull;
+  rj.relapses = rj.back_ns != 0 && now - rj.back_ns < kRelapseNs ? std::min(rj.relapses + 1, 4) : 0;
   rj.down_ns = now;
-  rj.next_try_ns = now + uint64_t{opts_.failback_ms} * 1'000'000;
+  rj.next_try_ns = now + (uint64_t{opts_.failback_ms} * 1'000'000 << rj.relapses);
   rj.attempts = 0;
   // Switch: every chunk that was queued on the dead path and is not known delivered goes again on
   // the paths left; the receiver drops any copy it already has.
@@ -310,7 +314,7 @@ void SendComm::FailbackAttemptFailed(int path, uint64_t now_ns, const std::strin
   rj.sent = 0;
   ++rj.attempts;
   // A path that keeps failing is tried ever more rarely (up to 16x the failback time).
-  rj.next_try_ns = now_ns + (uint64_t{opts_.failback_ms} * 1'000'000 << std::min(rj.attempts, 4));
+  rj.next_try_ns = now_ns + (uint64_t{opts_.failback_ms} * 1'000'000 << std::min(rj.attempts + rj.relapses, 4));
   FF_INFO(NCCL_NET, "failback of path %d to %s: attempt %d failed (%s); next in %.1f s", path, peer_.c_str(),
           rj.attempts, why.c_str(), (rj.next_try_ns - now_ns) / 1e9);
 }
@@ -389,12 +393,17 @@ void SendComm::TryFailback(uint64_t now_ns) {
     const uint64_t down_ns = now_ns - rj.down_ns;
     const int attempts = rj.attempts + 1;
     ReplacePath(i, std::make_unique<tcp::TcpStream>(std::move(rj.socket), desc));
+    const int relapses = rj.relapses;
     rj = Rejoin{};
+    rj.back_ns = now_ns;
+    rj.relapses = relapses;
     ++failbacks_;
     if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
       opts_.stats->AddFailback(opts_.stats_task);
     FF_WARN("failback to %s: path %d (%s) reconnected after %.2f s down (attempt %d); now on %s", peer_.c_str(), i,
             desc.c_str(), down_ns / 1e9, attempts, DescribeAlive().c_str());
+    if (opts_.dual_path_ms > 0 && !dual_.active())
+      StartDualPath(*paths_[static_cast<size_t>(i)], DualPathCompare::Kind::kReturn, "", now_ns);
   }
 }
 

@@ -67,6 +67,8 @@ class SendComm final : public Comm {
 
   struct Rejoin {
     uint64_t down_ns = 0;      // when the path failed; 0 while it is alive
+    uint64_t back_ns = 0;      // when it last came back (failback)
+    int relapses = 0;          // failures soon after coming back: each doubles the next wait
     uint64_t next_try_ns = 0;  // earliest next connect attempt
     int attempts = 0;
     int ifindex = -1;  // local interface of the path; -1 until resolved

@@ -14,6 +14,10 @@ Scenarios:
                   path is drained after the debounce (3 windows within 500 ms), results stay exact.
   flap            h1's NIC 0 link goes down and up 20 times during the run: exact results, no hang,
                   every pause bounded.
+  dual_one        soft_loss with the dual-path canary (FLEXIFORCE_DUAL_PATH_MS=400): the lossy path keeps
+                  carrying while it is compared with the clean one, then traffic moves ("cutting over").
+  dual_both       3% loss into both of h1's NICs with the canary on: the comparison finds no better
+                  path, so traffic stays where it is ("no other path is better").
   failback        h1's NIC 0 goes down for 1 s and comes back: the failed paths reconnect through the
                   receivers' rejoin listeners once the carrier is stable (FLEXIFORCE_FAILBACK_MS=500),
                   the NIC carries traffic again (per-link counters), results stay exact, and
@@ -103,6 +107,9 @@ def scenario_survives(binary, state_file, name, flexiforce=None):
 
 
 FAILBACK_DOWN_S = 1.0
+# dual_both compares two equally lossy paths; 3% keeps TCP out of long retransmission timeouts,
+# which the stall watchdog would take for a dead path before any comparison ends.
+LOSS_PCT = {"soft_loss": "10", "dual_one": "10", "dual_both": "3"}
 
 
 def scenario_failback(binary, state_file, flexiforce):
@@ -173,16 +180,21 @@ def scenario_soft(binary, state_file, name):
     state = fh.load_state(state_file)
     failures = []
     link = fh.access_link(state, "h1", 0)
+    links = [link, fh.access_link(state, "h1", 1)] if name == "dual_both" else [link]
     env = {"FLEXIFORCE_SPREAD_NICS": "1", "FLEXIFORCE_PATHS": "2"}
-    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "24" if name == "soft_loss" else "40",
+    if name.startswith("dual"):
+        env["FLEXIFORCE_DUAL_PATH_MS"] = "400"
+    lossy = name == "soft_loss" or name.startswith("dual")
+    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "24" if lossy else "40",
                                                       "--timeout-s", "150"], env, ("NCCL_SOCKET_IFNAME",),
                      control_rail=1)
     time.sleep(CUT_AFTER_S)
     pauses = []
     try:
-        if name == "soft_loss":
+        if lossy:
             # At the host's end: what h1 receives on NIC 0 loses 10%; the sending ranks see retransmits.
-            fh.fabric(state_file, "loss", link, "10", "--at-end", "A")
+            for lk in links:
+                fh.fabric(state_file, "loss", lk, LOSS_PCT[name], "--at-end", "A")
         else:
             flaps_started = time.monotonic() - ranks.started
             for _ in range(FLAPS):
@@ -192,14 +204,30 @@ def scenario_soft(binary, state_file, name):
                 time.sleep(0.05)
         codes, ends = ranks.wait(170)
     finally:
-        if name == "soft_loss":
-            fh.fabric(state_file, "loss", link, "0")
+        if lossy:
+            for lk in links:
+                fh.fabric(state_file, "loss", lk, "0")
         else:
             fh.fabric(state_file, "link-up", link)
     check(all(c == 0 for c in codes), f"every rank passed its exact checks ({name} on {link}; exit {codes})", failures)
     events = ranks.failovers()
     text = "".join(ranks.text(r) for r in range(len(codes)))
     drains = text.count("draining path")
+    verdicts = [line.split("NET/FlexiForce : ", 1)[-1] for line in text.splitlines()
+                if "dual-path comparison over" in line or "no other path is better" in line]
+    # Only comparisons with evidence on both sides count as moves here; without a second path to
+    # compare with, the detection alone decides (see DualPathCompare::Finish).
+    moves = sum(1 for v in verdicts if "cutting over" in v and "retransmitted" in v)
+    keeps = text.count("no other path is better")
+    if name.startswith("dual"):
+        print(f"      dual-path comparisons: {moves} moved traffic, {keeps} kept it; {len(events)} hard failover(s)")
+        for v in verdicts[:8]:
+            print("        " + v[:230])
+    if name == "dual_one":
+        check(moves > 0, f"the comparison found the clean path better and moved traffic ({moves} time(s))", failures)
+    if name == "dual_both":
+        check(keeps > 0 and moves == 0, f"with both NICs lossy the comparison kept traffic in place "
+              f"({keeps} kept, {moves} moved)", failures)
     if name == "soft_loss":
         # 10% loss makes TCP back off; when a retransmission timeout (~200 ms) outlasts the stall
         # watchdog (100 ms) before three retransmission windows are seen, the path is failed over
@@ -207,6 +235,7 @@ def scenario_soft(binary, state_file, name):
         check(drains + len(events) > 0,
               f"traffic left the lossy path ({drains} drain(s); {len(events)} hard failover(s), "
               f"{sum(e['resent'] for e in events)} B re-sent)", failures)
+    if lossy:
         check(max(ends) > CUT_AFTER_S + 0.5, f"the run was still going when the loss began (ended {max(ends):.1f} s)",
               failures)
     else:
@@ -257,7 +286,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--collective", required=True, help="path of the ff-collective binary")
     ap.add_argument("--scenario", required=True, choices=["nic_down", "spine_down", "all_paths_down", "peer_killed", "soft_loss", "flap",
-                                                     "failback"])
+                                                     "failback", "dual_one", "dual_both"])
     ap.add_argument("--flexiforce", help="path of the flexiforce CLI: nic_down then checks `flexiforce stats`")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -271,7 +300,7 @@ def main():
         return scenario_survives(binary, state, a.scenario, a.flexiforce and os.path.abspath(a.flexiforce))
     if a.scenario == "failback":
         return scenario_failback(binary, state, a.flexiforce and os.path.abspath(a.flexiforce))
-    if a.scenario in ("soft_loss", "flap"):
+    if a.scenario in ("soft_loss", "flap", "dual_one", "dual_both"):
         return scenario_soft(binary, state, a.scenario)
     return scenario_errors(binary, state, a.scenario)
 

@@ -1,0 +1,57 @@
+// Dual-path canary: before traffic leaves a degraded path, or returns to a reconnected one, compare the paths.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugin/path_health.h"
+#include "plugin/stream_path.h"
+
+namespace ff {
+
+// What one path did during the comparison window (deltas of its TCP counters).
+struct PathWindow {
+  bool valid = false;
+  uint64_t segs_out = 0;
+  uint64_t retrans = 0;
+  uint32_t rtt_us = 0;  // smoothed RTT at the end of the window
+  double loss() const { return segs_out == 0 ? 0.0 : static_cast<double>(retrans) / static_cast<double>(segs_out); }
+};
+
+struct DualPathVerdict {
+  bool subject_worse = false;
+  std::string why;  // the numbers behind the verdict, for the log line
+};
+
+// The subject is worse when it lost clearly more (1.5x the best other path's retransmission ratio
+// plus 1 point: a healthy TCP path retransmits a few tenths of a percent in tail-loss probes) or its round trip grew clearly longer (3x and 5 ms above the best other path's).
+// A subject that sent fewer than kMinSegments gives no evidence: `assume_worse` decides.
+DualPathVerdict JudgeDualPath(const PathWindow& subject, const PathWindow& best_other, bool assume_worse);
+
+// One comparison at a time per communicator. Start() snapshots every live path; Finish() (after the
+// window) takes the deltas and judges the subject against the best other usable path.
+class DualPathCompare {
+ public:
+  enum class Kind { kLeave, kReturn };  // degraded path about to lose traffic / reconnected path on probation
+  static constexpr uint64_t kMinSegments = 50;
+
+  bool active() const { return active_; }
+  int subject() const { return subject_; }
+  Kind kind() const { return kind_; }
+  bool Due(uint64_t now_ns) const { return active_ && now_ns >= until_ns_; }
+  void Start(int subject, Kind kind, uint64_t now_ns, uint64_t window_ns,
+             const std::vector<std::unique_ptr<StreamPath>>& paths);
+  DualPathVerdict Finish(const std::vector<std::unique_ptr<StreamPath>>& paths);
+  void Cancel() { active_ = false; }
+
+ private:
+  bool active_ = false;
+  int subject_ = -1;
+  Kind kind_ = Kind::kLeave;
+  uint64_t until_ns_ = 0;
+  std::vector<TcpProgress> start_;
+};
+
+}  // namespace ff
