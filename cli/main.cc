@@ -10,7 +10,8 @@ namespace ff {
 int RunConfigCommand(int argc, char** argv);  // plugin/config_cli.cc
 int RunBenchCommand(int argc, char** argv);   // cli/bench.cc
 #ifdef FF_HAVE_PATHCTL_CLI
-int RunPathCommand(int argc, char** argv);  // pathctl/path_cli.cc
+int RunPathCommand(int argc, char** argv);    // pathctl/path_cli.cc
+int RunHealthCommand(int argc, char** argv);  // pathctl/health_cli.cc
 #endif
 #ifdef FF_HAVE_STATS_CLI
 int RunStatsCommand(int argc, char** argv);  // sla/stats_cli.cc
@@ -24,6 +25,7 @@ const ff::cli::Subcommand kSubcommands[] = {
     {"bench", "benchmark the plugin against raw TCP sockets between two processes", ff::RunBenchCommand},
 #ifdef FF_HAVE_PATHCTL_CLI
     {"path", "fabric graphs, SLA-aware path ranking, topology generators", ff::RunPathCommand},
+    {"health", "NIC soft health: error counters, FEC, RDMA port counters, PCIe link", ff::RunHealthCommand},
 #endif
 #ifdef FF_HAVE_STATS_CLI
     {"stats", "read a running job's per-task, per-collective statistics", ff::RunStatsCommand},

@@ -1,7 +1,13 @@
 // Path bookkeeping and error policy common to both communicator directions.
 #include "plugin/comm.h"
 
+#include <net/if.h>
+#include <sys/socket.h>
+
 #include <cstring>
+
+#include "plugin/link_monitor.h"
+#include "plugin/plugin_state.h"
 
 #include "plugin/logging.h"
 #include "plugin/task_profile.h"
@@ -119,14 +125,62 @@ void Comm::ReplacePath(int index, std::unique_ptr<ByteStream> stream) {
   slot = std::make_unique<StreamPath>(index, std::move(stream));
   if (dual_.active() && dual_.subject() == index) dual_.Cancel();
   ++path_gen_[static_cast<size_t>(index)];
+  path_ifname_[static_cast<size_t>(index)].clear();
+  nic_gen_seen_ = ~uint64_t{0};  // judge the new stream's NIC on the next check
   watchdog_.ResetPath(index);
 }
 
+const std::string& Comm::PathInterface(int i) {
+  std::string& name = path_ifname_[static_cast<size_t>(i)];
+  if (!name.empty()) return name;
+  const int fd = paths_[static_cast<size_t>(i)]->stream().fd();
+  sockaddr_storage local{};
+  socklen_t len = sizeof(local);
+  if (fd < 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return name;
+  const int index = LinkMonitor::InterfaceOfAddress(local);
+  char buf[IF_NAMESIZE] = {};
+  if (index > 0 && if_indextoname(static_cast<unsigned>(index), buf) != nullptr) name = buf;
+  return name;
+}
+
+void Comm::CheckNics(uint64_t now_ns) {
+  NicWatch* nw = PluginState::Get().nic_watch();
+  if (nw == nullptr) return;
+  const uint64_t gen = nw->Poll(now_ns);
+  if (gen == nic_gen_seen_) return;
+  nic_gen_seen_ = gen;
+  for (auto& p : paths_) {
+    if (!p->alive()) continue;
+    const std::string& name = PathInterface(p->index());
+    if (name.empty()) continue;
+    const uint64_t bit = uint64_t{1} << p->index();
+    const bool degraded = nw->Degraded(name);
+    if (degraded == static_cast<bool>(nic_degraded_ & bit)) continue;
+    nic_degraded_ ^= bit;
+    OnNicVerdict(*p, degraded, "NIC " + name + " degraded: " + nw->Reason(name));
+  }
+}
+
+void Comm::OnNicVerdict(StreamPath& p, bool degraded, const std::string& why) {
+  // Recovery needs nothing here: a drained path returns through ReadmitDrained once clean.
+  if (degraded) SoftDegrade(p, why, NowNs());
+}
+
+void Comm::SoftDegrade(StreamPath& p, const std::string& why, uint64_t now_ns) {
+  // Move traffic only while another path takes it; a degraded path stays better than an error.
+  if (!p.alive() || p.draining() || usable_paths() < 2) return;
+  if (opts_.dual_path_ms == 0)
+    Drain(p, why);
+  else if (!dual_.active())
+    StartDualPath(p, DualPathCompare::Kind::kLeave, why, now_ns);
+}
+
 bool Comm::CheckHealth() {
+  const uint64_t now = NowNs();
+  if (alive_paths() >= 2) CheckNics(now);
   // The watchdog only ever removes a path while another remains: the last path is left to the
   // socket's own timeout (FLEXIFORCE_PEER_TIMEOUT_MS), which then fails the communicator.
   if (!watchdog_.enabled() || alive_paths() < 2) return true;
-  const uint64_t now = NowNs();
   ReadmitDrained(now);
   if (dual_.Due(now)) FinishDualPath();
   PathFaultReport rep;
@@ -134,14 +188,7 @@ bool Comm::CheckHealth() {
   StreamPath& p = *paths_[static_cast<size_t>(rep.path)];
   const std::string why = std::string(PathFaultName(rep.cause)) + " (" + rep.detail + ")";
   if (IsSoftFault(rep.cause)) {
-    // Debounced soft signal: move traffic only while another path takes it; a lossy path stays
-    // better than an error.
-    if (usable_paths() >= 2 && !p.draining()) {
-      if (opts_.dual_path_ms == 0)
-        Drain(p, why);
-      else if (!dual_.active())
-        StartDualPath(p, DualPathCompare::Kind::kLeave, why, now);
-    }
+    SoftDegrade(p, why, now);  // debounced soft signal
     return true;
   }
   return PathDown(p, why, rep.cause);
@@ -160,7 +207,8 @@ void Comm::StartDualPath(StreamPath& p, DualPathCompare::Kind kind, const std::s
   dual_.Start(p.index(), kind, now_ns, uint64_t{opts_.dual_path_ms} * 1'000'000, paths_);
   FF_WARN("dual-path to %s: path %d (%s) %s; both keep carrying for %u ms and are compared before traffic moves",
           peer_.c_str(), p.index(), p.stream().Describe().c_str(),
-          kind == DualPathCompare::Kind::kLeave ? ("is degraded: " + why).c_str() : "reconnected", opts_.dual_path_ms);
+          kind == DualPathCompare::Kind::kLeave ? ("is degraded: " + why).c_str() : "is returning to service",
+          opts_.dual_path_ms);
 }
 
 void Comm::FinishDualPath() {
@@ -173,18 +221,19 @@ void Comm::FinishDualPath() {
   if (v.subject_worse && usable_paths() >= 2) {
     ++dual_path_moves_;
     Drain(p, std::string("dual-path comparison over ") + std::to_string(opts_.dual_path_ms) + " ms: " + v.why +
-                 (leaving ? "; the other paths are better, cutting over" : "; the reconnected path is worse"));
+                 (leaving ? "; the other paths are better, cutting over" : "; the returning path is worse, drained again"));
     return;
   }
   ++dual_path_keeps_;
   watchdog_.NoteReadmitted(i);  // the detections that started this comparison are spent
   FF_WARN("dual-path to %s: keeping path %d (%s): %s; %s", peer_.c_str(), i, p.stream().Describe().c_str(),
-          v.why.c_str(), leaving ? "no other path is better, so moving traffic would not help" : "cut back over");
+          v.why.c_str(), leaving ? "no other path is better, so moving traffic would not help" : "it is back in full service");
 }
 
 void Comm::ReadmitDrained(uint64_t now_ns) {
   for (auto& p : paths_) {
-    if (!p->alive() || !p->draining() || !watchdog_.ReadyToReadmit(p->index(), now_ns)) continue;
+    if (!p->alive() || !p->draining() || NicDegraded(p->index()) || !watchdog_.ReadyToReadmit(p->index(), now_ns))
+      continue;
     p->SetDraining(false);
     watchdog_.NoteReadmitted(p->index());
     FF_WARN("path %d (%s) to %s is back in service: no retransmission for the failback time", p->index(),

@@ -23,6 +23,10 @@ struct TaskProfile;
 // Flag on an acknowledgement frame: the receiver lost path `tag` (carrier, socket error); the sender
 // fails it over at once instead of waiting for its own stall watchdog.
 constexpr uint16_t kAckFlagPathDown = 1;
+// The receiver's local NIC under path `tag` degraded / recovered (error counters, FEC, PCIe): the
+// sender drains the path (soft: nothing re-sent) and keeps it drained until the NIC recovers.
+constexpr uint16_t kAckFlagNicDegraded = 2;
+constexpr uint16_t kAckFlagNicRecovered = 4;
 
 // How the sender reaches one path's far end, kept so the path can be reconnected after a failure.
 struct PathEndpoint {
@@ -109,6 +113,19 @@ class Comm : public FrameSink {
   void StartDualPath(StreamPath& p, DualPathCompare::Kind kind, const std::string& why, uint64_t now_ns);
   void FinishDualPath();
   DualPathCompare dual_;
+  // NIC soft health: re-evaluates every path when the process-wide verdicts change.
+  void CheckNics(uint64_t now_ns);
+  // Local interface name of path `i` (resolved once per incarnation; empty when unknown).
+  const std::string& PathInterface(int i);
+  // A path's NIC verdict changed: the sender drains it (or compares first, dual-path mode).
+  virtual void OnNicVerdict(StreamPath& p, bool degraded, const std::string& why);
+  // Soft degradation from any source: drain now, or start a dual-path comparison.
+  void SoftDegrade(StreamPath& p, const std::string& why, uint64_t now_ns);
+  bool NicDegraded(int path) const { return (nic_degraded_ | peer_nic_degraded_) & (uint64_t{1} << path); }
+  uint64_t nic_gen_seen_ = ~uint64_t{0};
+  uint64_t nic_degraded_ = 0;       // bit i: path i's local NIC is degraded
+  uint64_t peer_nic_degraded_ = 0;  // bit i: the receiver reported its NIC under path i degraded
+  std::array<std::string, 16> path_ifname_;
   uint64_t dual_path_moves_ = 0;
   uint64_t dual_path_keeps_ = 0;
 

@@ -43,6 +43,8 @@ TcpProgress ProbeTcp(int fd) {
   tp.rto_us = ti.tcpi_rto;
   tp.segs_out = ti.tcpi_segs_out;
   tp.rtt_us = ti.tcpi_rtt;
+  tp.sacked = ti.tcpi_sacked;
+  tp.ca_state = ti.tcpi_ca_state;
   return tp;
 }
 
@@ -70,12 +72,19 @@ bool PathWatchdog::Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathF
     if (ack_age_ns < now_ns && now_ns - ack_age_ns > s.last_progress_ns) s.last_progress_ns = now_ns - ack_age_ns;
   }
   s.bytes_acked = tp.bytes_acked;
-  if (stall_ns_ == 0 || now_ns - s.last_progress_ns < stall_ns_) return false;
+  if (stall_ns_ == 0) return false;
+  // A peer that selectively acknowledged what is in flight is alive: the sender is recovering a
+  // lost segment (a lost retransmission waits for the retransmission timeout while the window is
+  // full, so no acknowledgement can come). Give TCP its timeout twice over before calling it dead.
+  uint64_t limit = stall_ns_;
+  if (tp.sacked > 0 || tp.ca_state == kCaRecovery) limit = std::max(limit, 2 * uint64_t{tp.rto_us} * 1000);
+  if (now_ns - s.last_progress_ns < limit) return false;
   out->path = path;
   out->cause = PathFault::kStalled;
   out->silent_ns = now_ns - s.last_progress_ns;
-  out->detail = std::to_string(tp.unacked_segments) + " segment(s) unacknowledged, last ack " +
-                std::to_string(tp.ms_since_ack) + " ms ago, rto " + std::to_string(tp.rto_us / 1000) + " ms";
+  out->detail = std::to_string(tp.unacked_segments) + " segment(s) unacknowledged (" + std::to_string(tp.sacked) +
+                " selectively acknowledged), last ack " + std::to_string(tp.ms_since_ack) + " ms ago, rto " +
+                std::to_string(tp.rto_us / 1000) + " ms";
   return true;
 }
 

@@ -32,6 +32,8 @@ struct TcpProgress {
   uint32_t rto_us = 0;
   uint64_t segs_out = 0;  // segments sent, retransmissions included
   uint32_t rtt_us = 0;    // smoothed round-trip time
+  uint32_t sacked = 0;    // segments the peer holds out of order (selective acknowledgements)
+  uint8_t ca_state = 0;   // congestion-avoidance state (TCP_CA_*): 3 = fast recovery
 };
 TcpProgress ProbeTcp(int fd);
 
@@ -70,6 +72,7 @@ class PathWatchdog {
   uint64_t SilentFor(int path, uint64_t now_ns) const;
 
   static constexpr uint64_t kSampleNs = 1'000'000;
+  static constexpr uint8_t kCaRecovery = 3;  // TCP_CA_Recovery
 
  private:
   struct State {

@@ -43,6 +43,11 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
   }
   FF_INFO(NCCL_INIT | NCCL_NET, "Using [%s], %d path(s) per connection, chunk %lld bytes", list.c_str(),
           config_->paths_per_connection, static_cast<long long>(config_->chunk_bytes));
+  if (config_->nic_health) {
+    std::vector<std::string> names;
+    for (const auto& d : devices_) names.push_back(d.name);
+    nic_watch_ = std::make_unique<NicWatch>(config_->sysfs_root, names);
+  }
   task_ = TaskProfile::Load(config_->stats_enabled, config_->stats_keep, config_->stats_dir);
   std::memset(&default_context_.attr, 0xff, sizeof(default_context_.attr));
   initialized_ = true;

@@ -8,6 +8,7 @@
 
 #include "plugin/config_registry.h"
 #include "plugin/nccl_net_abi.h"
+#include "plugin/nic_watch.h"
 #include "plugin/status.h"
 #include "plugin/task_profile.h"
 #include "tcp/interfaces.h"
@@ -34,6 +35,8 @@ class PluginState {
   const Config& config() const { return *config_; }
   NetContext& default_context() { return default_context_; }
   TaskProfile& task() { return *task_; }
+  // NIC soft-health sampler over the selected devices; nullptr when FLEXIFORCE_NIC_HEALTH=0.
+  NicWatch* nic_watch() { return nic_watch_.get(); }
 
   // Local interfaces a connection from `dev` uses, the device's own first.
   std::vector<int> PathOrder(int dev) const;
@@ -44,6 +47,7 @@ class PluginState {
   std::vector<tcp::NetInterface> devices_;
   NetContext default_context_;
   std::unique_ptr<TaskProfile> task_;
+  std::unique_ptr<NicWatch> nic_watch_;
 };
 
 }  // namespace ff

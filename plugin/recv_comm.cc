@@ -199,6 +199,16 @@ void RecvComm::OnPathLost(StreamPath& p, const std::string& why, uint64_t silent
   }
 }
 
+void RecvComm::OnNicVerdict(StreamPath& p, bool degraded, const std::string& why) {
+  FF_WARN("receive path %d (%s) from %s: %s; telling the sender", p.index(), p.stream().Describe().c_str(),
+          peer_.c_str(), degraded ? why.c_str() : "NIC recovered");
+  if (SendControl(FrameType::kAck, cum_done_, p.index(), degraded ? kAckFlagNicDegraded : kAckFlagNicRecovered,
+                  path_generation(p.index()))) {
+    acked_ = cum_done_;
+    credit_sent_ = next_post_seq_;
+  }
+}
+
 void RecvComm::OnFailed() {
   // Best effort on whatever path is left: a sender still waiting for acknowledgements gets an
   // error at once instead of waiting for its own timeouts.

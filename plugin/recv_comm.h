@@ -34,6 +34,8 @@ class RecvComm final : public Comm {
   void AdoptRejoins();
   // Logs the loss and tells the sender on the paths left, so it fails over without waiting.
   void OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns) override;
+  // The receiver cannot steer: it tells the sender, which drains the path.
+  void OnNicVerdict(StreamPath& p, bool degraded, const std::string& why) override;
 
   RequestPool<RecvRequest> pool_;
   std::array<RecvRequest*, kMaxRequests> active_{};

@@ -195,6 +195,16 @@ void SendComm::OnFrameComplete(StreamPath&, const FrameHeader& h) {
   // A report about an earlier incarnation of the path (before a failback) is stale.
   if ((h.flags & kAckFlagPathDown) && h.tag >= 0 && h.tag < path_count() && h.total == path_generation(h.tag))
     peer_lost_ |= uint64_t{1} << h.tag;
+  if ((h.flags & (kAckFlagNicDegraded | kAckFlagNicRecovered)) && h.tag >= 0 && h.tag < path_count() &&
+      h.total == path_generation(h.tag)) {
+    const uint64_t bit = uint64_t{1} << h.tag;
+    const uint64_t was = peer_nic_degraded_;
+    if (h.flags & kAckFlagNicDegraded)
+      peer_nic_degraded_ |= bit;
+    else
+      peer_nic_degraded_ &= ~bit;
+    peer_nic_news_ |= (was ^ peer_nic_degraded_) & bit;
+  }
   if (h.seq <= acked_seq_) return;
   acked_seq_ = h.seq;
   // Resume once the receiver acknowledges past where it stood at the cut: data flows again.
@@ -221,6 +231,15 @@ Status SendComm::Progress() {
       }
     }
     if (peer_lost_ != 0 && !ApplyPeerLoss()) return error_;
+    if (peer_nic_news_ != 0) {
+      const uint64_t news = peer_nic_news_;
+      peer_nic_news_ = 0;
+      for (auto& p : paths_) {
+        const uint64_t bit = uint64_t{1} << p->index();
+        if ((news & bit) && (peer_nic_degraded_ & bit))
+          SoftDegrade(*p, "the receiver's NIC under it degraded (error counters)", NowNs());
+      }
+    }
     if (round == 0 && rejoin_port_ != 0 && opts_.failback_ms != 0 && alive_paths() < path_count()) {
       const uint64_t now = NowNs();
       if (now >= next_failback_check_ns_) TryFailback(now);

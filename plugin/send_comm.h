@@ -51,6 +51,7 @@ class SendComm final : public Comm {
   void CheckAckTimeout(uint64_t now_ns);  // the receiver has posted buffers for every message below this  // every message below this is acknowledged
   uint64_t resent_bytes_ = 0;
   uint64_t peer_lost_ = 0;  // bit i: the receiver reported path i lost
+  uint64_t peer_nic_news_ = 0;  // bit i: peer_nic_degraded_ bit i changed; acted on after the pump round
 
   // The failover in progress: completions are held (gate paused) from detection until the
   // re-sent data is acknowledged, and then one line describes the whole event.

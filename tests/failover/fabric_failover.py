@@ -14,10 +14,15 @@ Scenarios:
                   path is drained after the debounce (3 windows within 500 ms), results stay exact.
   flap            h1's NIC 0 link goes down and up 20 times during the run: exact results, no hang,
                   every pause bounded.
-  dual_one        soft_loss with the dual-path canary (FLEXIFORCE_DUAL_PATH_MS=400): the lossy path keeps
+  dual_one        3% loss, with the dual-path canary (FLEXIFORCE_DUAL_PATH_MS=400): the lossy path keeps
                   carrying while it is compared with the clean one, then traffic moves ("cutting over").
   dual_both       3% loss into both of h1's NICs with the canary on: the comparison finds no better
                   path, so traffic stays where it is ("no other path is better").
+  nic_degraded    h1's NIC 0 reports CRC errors (a fixture sysfs tree, FLEXIFORCE_SYSFS_ROOT, for h1's
+                  rank only) for 2 s: the NIC health monitor calls it degraded after its debounce, h1's
+                  senders drain their paths on it and h1's receivers tell their senders, who drain
+                  theirs (nothing re-sent); the link goes quiet; after 2 s without errors the NIC
+                  recovers and the paths carry traffic again. Exact results throughout.
   failback        h1's NIC 0 goes down for 1 s and comes back: the failed paths reconnect through the
                   receivers' rejoin listeners once the carrier is stable (FLEXIFORCE_FAILBACK_MS=500),
                   the NIC carries traffic again (per-link counters), results stay exact, and
@@ -107,9 +112,9 @@ def scenario_survives(binary, state_file, name, flexiforce=None):
 
 
 FAILBACK_DOWN_S = 1.0
-# dual_both compares two equally lossy paths; 3% keeps TCP out of long retransmission timeouts,
+# The dual-path scenarios use 3%, which keeps TCP out of long retransmission timeouts,
 # which the stall watchdog would take for a dead path before any comparison ends.
-LOSS_PCT = {"soft_loss": "10", "dual_one": "10", "dual_both": "3"}
+LOSS_PCT = {"soft_loss": "10", "dual_one": "3", "dual_both": "3"}
 
 
 def scenario_failback(binary, state_file, flexiforce):
@@ -162,6 +167,77 @@ def scenario_failback(binary, state_file, flexiforce):
     return 1 if failures else 0
 
 
+NET_COUNTERS = ("rx_packets", "rx_bytes", "rx_crc_errors", "rx_frame_errors", "rx_errors", "rx_dropped",
+                "tx_errors")
+
+
+def write_nic_fixture(root, ifname, values):
+    """Writes <root>/sys/class/net/<ifname>/statistics/* in place (the monitor keeps them open)."""
+    stats = os.path.join(root, "sys", "class", "net", ifname, "statistics")
+    os.makedirs(stats, exist_ok=True)
+    for name in NET_COUNTERS:
+        with open(os.path.join(stats, name), "w") as f:
+            f.write(f"{values.get(name, 0)}\n")
+    with open(os.path.join(root, "sys", "class", "net", ifname, "carrier_changes"), "w") as f:
+        f.write("2\n")
+
+
+def scenario_nic_degraded(binary, state_file):
+    state = fh.load_state(state_file)
+    failures = []
+    link = fh.access_link(state, "h1", 0)
+    root = tempfile.mkdtemp(prefix="ff-sysfs-")
+    clean = {"rx_packets": 1000000, "rx_bytes": 1500000000, "rx_crc_errors": 0}
+    write_nic_fixture(root, "eth0", clean)
+    write_nic_fixture(root, "eth1", clean)
+    env = {"FLEXIFORCE_SPREAD_NICS": "1", "FLEXIFORCE_PATHS": "2"}
+    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "60", "--timeout-s", "150"], env,
+                     ("NCCL_SOCKET_IFNAME",), control_rail=1, rank_env={1: {"FLEXIFORCE_SYSFS_ROOT": root}})
+    try:
+        time.sleep(CUT_AFTER_S)
+        b0 = fh.link_bytes(state_file, link)
+        time.sleep(0.5)
+        healthy_rate = (fh.link_bytes(state_file, link) - b0) / 0.5
+        # 2 s of CRC errors: 50 per 10,000 packets every 50 ms, far above the 1e-6 threshold.
+        v = dict(clean)
+        t_end = time.monotonic() + 2.0
+        window = None
+        while time.monotonic() < t_end:
+            v["rx_packets"] += 10000
+            v["rx_crc_errors"] += 50
+            write_nic_fixture(root, "eth0", v)
+            left = t_end - time.monotonic()
+            if window is None and left < 1.2:  # debounce (3 samples) + the drain have happened by now
+                window = (fh.link_bytes(state_file, link), time.monotonic())
+            time.sleep(0.05)
+        degraded_rate = (fh.link_bytes(state_file, link) - window[0]) / (time.monotonic() - window[1])
+        # Clean again: recovery after 2 s stable, then the drained paths return (500 ms failback hold).
+        time.sleep(3.0)
+        b1 = fh.link_bytes(state_file, link)
+        time.sleep(1.0)
+        recovered_rate = fh.link_bytes(state_file, link) - b1
+        codes, ends = ranks.wait(170)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    text = "".join(ranks.text(r) for r in range(len(codes)))
+    check(all(c == 0 for c in codes), f"every rank passed its exact checks (exit {codes})", failures)
+    check(max(ends) > CUT_AFTER_S + 7.0, f"the run outlasted the recovery (ended {max(ends):.1f} s)", failures)
+    check("NIC eth0 degraded" in ranks.text(1), "h1's NIC health monitor declared eth0 degraded", failures)
+    local = text.count("NIC eth0 degraded: ")
+    remote = text.count("the receiver's NIC under it degraded")
+    check(remote > 0, f"paths were drained: {local} by h1's senders, {remote} on the receiver's report", failures)
+    check("NIC eth0 recovered" in ranks.text(1), "eth0 recovered once the errors stopped", failures)
+    mib = 1 << 20
+    check(degraded_rate < 0.2 * healthy_rate,
+          f"{link} carried {degraded_rate / mib:.1f} MiB/s while degraded vs {healthy_rate / mib:.1f} MiB/s before",
+          failures)
+    check(recovered_rate > 16 * mib, f"{link} carried {recovered_rate / mib:.1f} MiB in the second after recovery",
+          failures)
+    if failures:
+        ranks.dump()
+    return 1 if failures else 0
+
+
 def stats_failovers(flexiforce, stats_dir):
     """Sum of the failover counters of every (finished) process in stats_dir, via `flexiforce stats --json`."""
     out = subprocess.run([flexiforce, "stats", "--dir", stats_dir, "--include-stale", "--json"], check=True,
@@ -185,7 +261,7 @@ def scenario_soft(binary, state_file, name):
     if name.startswith("dual"):
         env["FLEXIFORCE_DUAL_PATH_MS"] = "400"
     lossy = name == "soft_loss" or name.startswith("dual")
-    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "24" if lossy else "40",
+    ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "48" if name.startswith("dual") else "24" if lossy else "40",
                                                       "--timeout-s", "150"], env, ("NCCL_SOCKET_IFNAME",),
                      control_rail=1)
     time.sleep(CUT_AFTER_S)
@@ -217,7 +293,7 @@ def scenario_soft(binary, state_file, name):
                 if "dual-path comparison over" in line or "no other path is better" in line]
     # Only comparisons with evidence on both sides count as moves here; without a second path to
     # compare with, the detection alone decides (see DualPathCompare::Finish).
-    moves = sum(1 for v in verdicts if "cutting over" in v and "retransmitted" in v)
+    moves = sum(1 for v in verdicts if ("cutting over" in v or "drained again" in v) and "retransmitted" in v)
     keeps = text.count("no other path is better")
     if name.startswith("dual"):
         print(f"      dual-path comparisons: {moves} moved traffic, {keeps} kept it; {len(events)} hard failover(s)")
@@ -286,7 +362,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--collective", required=True, help="path of the ff-collective binary")
     ap.add_argument("--scenario", required=True, choices=["nic_down", "spine_down", "all_paths_down", "peer_killed", "soft_loss", "flap",
-                                                     "failback", "dual_one", "dual_both"])
+                                                     "failback", "dual_one", "dual_both", "nic_degraded"])
     ap.add_argument("--flexiforce", help="path of the flexiforce CLI: nic_down then checks `flexiforce stats`")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -298,6 +374,8 @@ def main():
     binary = os.path.abspath(a.collective)
     if a.scenario in ("nic_down", "spine_down"):
         return scenario_survives(binary, state, a.scenario, a.flexiforce and os.path.abspath(a.flexiforce))
+    if a.scenario == "nic_degraded":
+        return scenario_nic_degraded(binary, state)
     if a.scenario == "failback":
         return scenario_failback(binary, state, a.flexiforce and os.path.abspath(a.flexiforce))
     if a.scenario in ("soft_loss", "flap", "dual_one", "dual_both"):

@@ -60,7 +60,7 @@ def link_bytes(state_file, link_id):
 class Ranks:
     """ff-collective ranks, one per emulated host; stderr of rank i goes to self.logs[i]."""
 
-    def __init__(self, binary, state_file, args, env=None, unset=(), control_rail=0):
+    def __init__(self, binary, state_file, args, env=None, unset=(), control_rail=0, rank_env=None):
         # The driver's own rendezvous/barrier sockets use NIC `control_rail`; a test that cuts a NIC
         # puts them on another one, so only the plugin's traffic sees the fault.
         self.state = load_state(state_file)
@@ -80,8 +80,9 @@ class Ranks:
             self.logs.append(log)
             cmd = ["ip", "netns", "exec", host["netns"], binary, "--rank", str(rank), "--nranks", str(len(hosts)),
                    "--rendezvous", f"{root_ip}:{RENDEZVOUS_PORT}", "--bind-ip", nic0[host["id"]]["ip"]] + args
+            env_r = dict(base, **(rank_env or {}).get(rank, {}))
             with open(log, "w") as f:
-                self.procs.append(subprocess.Popen(cmd, env=base, stdout=f, stderr=subprocess.STDOUT))
+                self.procs.append(subprocess.Popen(cmd, env=env_r, stdout=f, stderr=subprocess.STDOUT))
 
     def wait(self, timeout_s):
         """Exit codes (None for a rank killed at the deadline) and per-rank exit times since start."""

@@ -28,6 +28,32 @@ TEST(PathWatchdog, DeclaresStallWhenBytesInFlightGetNoAckForTheStallTime) {
   EXPECT_EQ(rep.silent_ns, 21 * kMs);
 }
 
+TEST(PathWatchdog, PeerThatSelectivelyAcknowledgedGetsTwiceTheRetransmissionTimeout) {
+  // A lost retransmission: the window is full of segments the peer holds out of order, so no
+  // acknowledgement can arrive until TCP's own timeout (204 ms) re-sends. Not a dead link.
+  PathWatchdog w(100 * kMs, false);
+  PathFaultReport rep;
+  TcpProgress tp = Sample(135, 5000, 0);
+  tp.sacked = 120;
+  tp.ca_state = PathWatchdog::kCaRecovery;
+  tp.rto_us = 204'000;
+  EXPECT_FALSE(w.Judge(0, tp, 1000 * kMs, &rep));
+  tp.ms_since_ack = 104;
+  EXPECT_FALSE(w.Judge(0, tp, 1104 * kMs, &rep));
+  tp.ms_since_ack = 400;
+  EXPECT_FALSE(w.Judge(0, tp, 1400 * kMs, &rep));
+  tp.ms_since_ack = 410;
+  ASSERT_TRUE(w.Judge(0, tp, 1410 * kMs, &rep));
+  EXPECT_NE(rep.detail.find("120 selectively acknowledged"), std::string::npos) << rep.detail;
+  // The same silence without selective acknowledgements is a dead path after the stall time.
+  PathWatchdog fresh(100 * kMs, false);
+  TcpProgress dead = Sample(135, 5000, 0);
+  dead.rto_us = 204'000;
+  EXPECT_FALSE(fresh.Judge(0, dead, 1000 * kMs, &rep));
+  dead.ms_since_ack = 104;
+  EXPECT_TRUE(fresh.Judge(0, dead, 1104 * kMs, &rep));
+}
+
 TEST(PathWatchdog, CumulativeAckProgressKeepsPathAliveAfterALongGapBetweenSamples) {
   // The proxy thread was descheduled for 500 ms, but the kernel kept receiving acks meanwhile.
   PathWatchdog w(20 * kMs, false);
