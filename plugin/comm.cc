@@ -20,7 +20,7 @@ Comm::Comm(std::vector<std::unique_ptr<StreamPath>> paths, const CommOptions& op
     : paths_(std::move(paths)),
       opts_(opts),
       peer_(std::move(peer)),
-      watchdog_(uint64_t{opts.path_stall_ms} * 1'000'000, opts.link_events) {
+      watchdog_(uint64_t{opts.path_stall_ms} * 1'000'000, opts.link_events, uint64_t{opts.path_stall_fast_ms} * 1'000'000) {
   stats_slots_.fill(sla::StatsTable::kInvalid);
 }
 

@@ -53,6 +53,7 @@ struct CommOptions {
   // Self-healing: a path with bytes in flight and no acknowledgement for this long is dead (0: off);
   // carrier loss on a path's interface (rtnetlink) kills it at once.
   uint32_t path_stall_ms = 0;
+  uint32_t path_stall_fast_ms = 0;  // relative rule (PathWatchdog::JudgeRelative); 0: off
   uint32_t resend_timeout_ms = 0;  // 0: no acknowledgement-timeout re-send
   bool link_events = false;
   // Failback: the connection's identity on the wire, and (sender) how to reconnect each path.

@@ -39,6 +39,9 @@ const std::vector<KnobSpec> kSpecs = {
      "last path, which FLEXIFORCE_PEER_TIMEOUT_MS bounds)"},
     {"FLEXIFORCE_LINK_EVENTS", KnobType::kBool, "1", 0, 1,
      "watch rtnetlink carrier events and fail over a path the moment its local interface loses carrier"},
+    {"FLEXIFORCE_PATH_STALL_FAST_MS", KnobType::kInt, "10", 0, 60000,
+     "a path silent this long while another path of the same connection is being acknowledged is dead "
+     "(a cut behind a switch that no carrier event reports); paths recovering a loss are exempt; 0 = off"},
     {"FLEXIFORCE_RESEND_TIMEOUT_MS", KnobType::kInt, "250", 0, 3600000,
      "when the peer's kernel holds every byte sent but no acknowledgement came for this long, re-send the "
      "unacknowledged messages (the receiver drops duplicates); bounds any loss a failover missed; 0 = off"},
@@ -192,6 +195,7 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.max_queued_chunks = static_cast<int>(num("FLEXIFORCE_QUEUED_CHUNKS"));
   c.path_stall_ms = static_cast<int>(num("FLEXIFORCE_PATH_STALL_MS"));
   c.resend_timeout_ms = static_cast<int>(num("FLEXIFORCE_RESEND_TIMEOUT_MS"));
+  c.path_stall_fast_ms = static_cast<int>(num("FLEXIFORCE_PATH_STALL_FAST_MS"));
   c.link_events = num("FLEXIFORCE_LINK_EVENTS") != 0;
   c.failback_ms = static_cast<int>(num("FLEXIFORCE_FAILBACK_MS"));
   c.dual_path_ms = static_cast<int>(num("FLEXIFORCE_DUAL_PATH_MS"));

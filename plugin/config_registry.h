@@ -42,6 +42,7 @@ struct Config {
   int max_queued_chunks;
   int path_stall_ms;
   int resend_timeout_ms;
+  int path_stall_fast_ms;  // FLEXIFORCE_PATH_STALL_FAST_MS; 0: only the absolute stall rule
   bool link_events;
   int failback_ms;       // FLEXIFORCE_FAILBACK_MS; 0: failed paths stay down
   int dual_path_ms;      // FLEXIFORCE_DUAL_PATH_MS; 0: no canary comparison

@@ -212,6 +212,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   opts.stripe_min_bytes = static_cast<uint64_t>(cfg.stripe_min_bytes);
   opts.max_queued_chunks = cfg.max_queued_chunks;
   opts.path_stall_ms = static_cast<uint32_t>(cfg.path_stall_ms);
+  opts.path_stall_fast_ms = static_cast<uint32_t>(cfg.path_stall_fast_ms);
   opts.resend_timeout_ms = static_cast<uint32_t>(cfg.resend_timeout_ms);
   opts.link_events = cfg.link_events;
   TaskProfile& task = st.task();

@@ -1,6 +1,7 @@
 // rtnetlink RTM_NEWLINK events -> set of interfaces without carrier.
 #include "plugin/link_monitor.h"
 
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "plugin/logging.h"
 
@@ -68,24 +70,45 @@ void LinkMonitor::Drain(uint64_t now_ns) {
       auto* ifi = static_cast<ifinfomsg*>(NLMSG_DATA(nh));
       // IFF_RUNNING is the operational state: it drops with the carrier (NO-CARRIER).
       bool down = nh->nlmsg_type == RTM_DELLINK || !(ifi->ifi_flags & IFF_UP) || !(ifi->ifi_flags & IFF_RUNNING);
-      auto it = std::find(down_.begin(), down_.end(), ifi->ifi_index);
-      bool changed = false;
-      if (down && it == down_.end()) {
-        down_.push_back(ifi->ifi_index);
-        changed = true;
-      } else if (!down && it != down_.end()) {
-        down_.erase(it);
-        changed = true;
-      }
-      if (!changed) continue;
-      ++generation_;
-      auto c = std::find_if(changed_ns_.begin(), changed_ns_.end(),
-                            [&](const std::pair<int, uint64_t>& e) { return e.first == ifi->ifi_index; });
-      if (c == changed_ns_.end())
-        changed_ns_.emplace_back(ifi->ifi_index, now_ns);
-      else
-        c->second = now_ns;
+      SetDown(ifi->ifi_index, down, now_ns);
     }
+  }
+}
+
+void LinkMonitor::SetDown(int ifindex, bool down, uint64_t now_ns) {
+  auto it = std::find(down_.begin(), down_.end(), ifindex);
+  if (down == (it != down_.end())) return;
+  if (down)
+    down_.push_back(ifindex);
+  else
+    down_.erase(it);
+  ++generation_;
+  auto c = std::find_if(changed_ns_.begin(), changed_ns_.end(),
+                        [&](const std::pair<int, uint64_t>& e) { return e.first == ifindex; });
+  if (c == changed_ns_.end())
+    changed_ns_.emplace_back(ifindex, now_ns);
+  else
+    c->second = now_ns;
+}
+
+void LinkMonitor::WatchCarrier(int ifindex) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& f : carrier_files_)
+    if (f.ifindex == ifindex) return;
+  char name[IF_NAMESIZE] = {};
+  if (if_indextoname(static_cast<unsigned>(ifindex), name) == nullptr) return;
+  const std::string path = std::string("/sys/class/net/") + name + "/carrier";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no sysfs here: rtnetlink events only
+  carrier_files_.push_back(CarrierFile{ifindex, fd});
+}
+
+void LinkMonitor::ReadCarriers(uint64_t now_ns) {
+  for (const auto& f : carrier_files_) {
+    char c = 0;
+    // "1" with carrier, "0" without; an administratively down interface fails the read (EINVAL).
+    const ssize_t n = ::pread(f.fd, &c, 1, 0);
+    SetDown(f.ifindex, n != 1 || c != '1', now_ns);
   }
 }
 
@@ -96,6 +119,7 @@ uint64_t LinkMonitor::Poll(uint64_t now_ns, uint64_t min_interval_ns) {
   if (now_ns - last_poll_ns_ >= min_interval_ns) {
     last_poll_ns_ = now_ns;
     Drain(now_ns);
+    ReadCarriers(now_ns);
   }
   return generation_;
 }

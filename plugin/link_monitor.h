@@ -27,6 +27,10 @@ class LinkMonitor {
   bool StableUp(int ifindex, uint64_t now_ns, uint64_t stable_ns);
   // Whether the rtnetlink socket could be opened (it cannot in some sandboxes).
   bool available() const { return fd_ >= 0; }
+  // Also reads <sysfs>/class/net/<if>/carrier on every poll. The kernel rate-limits carrier
+  // notifications that are not urgent (a physical NIC losing carrier is not) to one batch per
+  // second, so rtnetlink alone can report a dead link up to 1 s late; the sysfs file is current.
+  void WatchCarrier(int ifindex);
 
   // Interface index owning local address `addr` (sockaddr_in or sockaddr_in6); 0 when unknown.
   static int InterfaceOfAddress(const sockaddr_storage& addr);
@@ -35,6 +39,8 @@ class LinkMonitor {
   LinkMonitor();
   ~LinkMonitor();
   void Drain(uint64_t now_ns);
+  void ReadCarriers(uint64_t now_ns);
+  void SetDown(int ifindex, bool down, uint64_t now_ns);
 
   std::mutex mu_;
   int fd_ = -1;
@@ -42,6 +48,11 @@ class LinkMonitor {
   uint64_t generation_ = 0;
   std::vector<int> down_;  // interfaces whose carrier is down; few, so a vector
   std::vector<std::pair<int, uint64_t>> changed_ns_;  // last carrier transition per interface
+  struct CarrierFile {
+    int ifindex;
+    int fd;
+  };
+  std::vector<CarrierFile> carrier_files_;
 };
 
 }  // namespace ff

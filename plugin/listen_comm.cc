@@ -8,6 +8,7 @@
 #include "plugin/listen_handle.h"
 #include "plugin/logging.h"
 #include "plugin/plugin_state.h"
+#include "plugin/task_profile.h"
 #include "tcp/interfaces.h"
 #include "tcp/tcp_stream.h"
 
@@ -49,7 +50,7 @@ Status ListenComm::Create(NetContext* ctx, int dev, void* handle, std::unique_pt
   return Status::Ok();
 }
 
-void ListenComm::Reject(Pending& p, const std::string& why) {
+void ListenComm::Reject(PendingHello& p, const std::string& why) {
   ++rejected_;
   FF_WARN("rejected connection from %s: %s", tcp::PeerToString(p.peer).c_str(), why.c_str());
   p.socket.reset();
@@ -57,34 +58,24 @@ void ListenComm::Reject(Pending& p, const std::string& why) {
 
 Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
-  const auto now = std::chrono::steady_clock::now();
-  const auto timeout = std::chrono::milliseconds(PluginState::Get().config().peer_timeout_ms);
+  const uint64_t now = NowNs();
+  const uint64_t timeout_ns = uint64_t(PluginState::Get().config().peer_timeout_ms) * 1'000'000;
   for (auto& l : listeners_) {
     for (;;) {
-      Pending p;
+      PendingHello p;
       Status s = tcp::AcceptOne(l.fd(), &p.socket, &p.peer);
       if (!s.ok()) return s;
       if (!p.socket.valid()) break;
-      p.deadline = now + timeout;
+      p.deadline_ns = now + timeout_ns;
       pending_.push_back(std::move(p));
     }
   }
   for (auto& p : pending_) {
     if (!p.socket.valid()) continue;
-    while (p.got < sizeof(FrameHeader)) {
-      ssize_t r = tcp::RecvSome(p.socket.fd(), reinterpret_cast<char*>(&p.hello) + p.got, sizeof(FrameHeader) - p.got);
-      if (r > 0) {
-        p.got += static_cast<uint32_t>(r);
-        continue;
-      }
-      if (r == 0) {
-        if (now > p.deadline) Reject(p, "no hello within FLEXIFORCE_PEER_TIMEOUT_MS");
-      } else {
-        Reject(p, r == -2 ? "closed before its hello" : ErrnoMessage("receive failed", errno));
-      }
-      break;
-    }
-    if (!p.socket.valid() || p.got < sizeof(FrameHeader)) continue;
+    std::string why;
+    const PendingHello::Progress hp = p.Read(now, &why);
+    if (hp == PendingHello::Progress::kFailed) Reject(p, why);
+    if (hp != PendingHello::Progress::kComplete) continue;
     std::string bad = ValidateHeader(p.hello);
     if (bad.empty() && p.hello.type != static_cast<uint8_t>(FrameType::kHello)) bad = "first frame is not a hello";
     if (!bad.empty()) {
@@ -116,7 +107,7 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     g.streams[index] = std::make_unique<tcp::TcpStream>(std::move(p.socket), desc);
     ++g.arrived;
   }
-  std::erase_if(pending_, [](const Pending& p) { return !p.socket.valid(); });
+  std::erase_if(pending_, [](const PendingHello& p) { return !p.socket.valid(); });
 
   for (auto it = groups_.begin(); it != groups_.end(); ++it) {
     Group& g = it->second;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "plugin/pending_hello.h"
 #include "plugin/recv_comm.h"
 #include "plugin/wire_format.h"
 #include "tcp/socket.h"
@@ -28,13 +29,6 @@ class ListenComm {
   uint64_t rejected() const { return rejected_; }
 
  private:
-  struct Pending {
-    tcp::Socket socket;
-    sockaddr_storage peer{};
-    FrameHeader hello{};
-    uint32_t got = 0;
-    std::chrono::steady_clock::time_point deadline;
-  };
   struct Group {
     int npaths = 0;
     int arrived = 0;
@@ -45,12 +39,12 @@ class ListenComm {
     std::vector<tcp::Socket> sockets;
   };
 
-  void Reject(Pending& p, const std::string& why);
+  void Reject(PendingHello& p, const std::string& why);
 
   NetContext* ctx_ = nullptr;
   uint64_t secret_ = 0;
   std::vector<tcp::Socket> listeners_;
-  std::vector<Pending> pending_;
+  std::vector<PendingHello> pending_;
   std::map<uint64_t, Group> groups_;
   uint64_t rejected_ = 0;
 };

@@ -61,6 +61,7 @@ uint64_t PathWatchdog::SilentFor(int path, uint64_t now_ns) const {
 bool PathWatchdog::Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathFaultReport* out) {
   State& s = StateOf(path);
   if (!tp.valid) return false;
+  s.alive = true;  // sampled this round
   // Progress is the later of: the last change of the cumulative acknowledgement seen by a sample,
   // and the kernel's own time of the last acknowledgement of any kind (duplicate/SACK included).
   // One segment in flight may wait for the peer's delayed ACK (40 ms and more): only two or more,
@@ -71,7 +72,11 @@ bool PathWatchdog::Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathF
     const uint64_t ack_age_ns = uint64_t{tp.ms_since_ack} * 1'000'000;
     if (ack_age_ns < now_ns && now_ns - ack_age_ns > s.last_progress_ns) s.last_progress_ns = now_ns - ack_age_ns;
   }
+  if (tp.bytes_acked != s.bytes_acked) s.last_advance_ns = now_ns;
   s.bytes_acked = tp.bytes_acked;
+  s.unacked = tp.unacked_segments;
+  s.ms_since_ack = tp.ms_since_ack;
+  s.recovering = tp.sacked > 0 || tp.ca_state == kCaRecovery;
   if (stall_ns_ == 0) return false;
   // A peer that selectively acknowledged what is in flight is alive: the sender is recovering a
   // lost segment (a lost retransmission waits for the retransmission timeout while the window is
@@ -86,6 +91,27 @@ bool PathWatchdog::Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathF
                 " selectively acknowledged), last ack " + std::to_string(tp.ms_since_ack) + " ms ago, rto " +
                 std::to_string(tp.rto_us / 1000) + " ms";
   return true;
+}
+
+bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out) {
+  if (fast_stall_ns_ == 0 || static_cast<size_t>(path) >= states_.size()) return false;
+  const State& s = states_[static_cast<size_t>(path)];
+  if (!s.alive || s.unacked < 2 || s.recovering || s.last_progress_ns == 0) return false;
+  const uint64_t silent = now_ns - s.last_progress_ns;
+  if (silent < fast_stall_ns_) return false;
+  for (size_t j = 0; j < states_.size(); ++j) {
+    const State& o = states_[j];
+    if (static_cast<int>(j) == path || !o.alive || o.last_advance_ns <= s.last_progress_ns) continue;
+    if (now_ns - o.last_advance_ns >= fast_stall_ns_) continue;
+    out->path = path;
+    out->cause = PathFault::kStalled;
+    out->silent_ns = silent;
+    out->detail = std::to_string(s.unacked) + " segment(s) unacknowledged for " + std::to_string(silent / 1'000'000) +
+                  " ms while path " + std::to_string(j) + " was acknowledged " +
+                  std::to_string((now_ns - o.last_advance_ns) / 1'000'000) + " ms ago";
+    return true;
+  }
+  return false;
 }
 
 bool PathWatchdog::JudgeSoft(int path, uint32_t retransmits, uint64_t now_ns, PathFaultReport* out) {
@@ -160,6 +186,7 @@ bool PathWatchdog::Check(const std::vector<std::unique_ptr<StreamPath>>& paths, 
     recheck_carrier = gen != link_generation_;
     link_generation_ = gen;
   }
+  for (auto& st : states_) st.alive = false;
   for (const auto& p : paths) {
     if (!p->alive()) continue;
     const int fd = p->stream().fd();
@@ -171,6 +198,7 @@ bool PathWatchdog::Check(const std::vector<std::unique_ptr<StreamPath>>& paths, 
         s.ifindex = getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0
                         ? LinkMonitor::InterfaceOfAddress(local)
                         : 0;
+        if (s.ifindex > 0) LinkMonitor::Get().WatchCarrier(s.ifindex);
       }
       if (s.ifindex > 0 && LinkMonitor::Get().IsDown(s.ifindex)) {
         out->path = p->index();
@@ -198,6 +226,8 @@ bool PathWatchdog::Check(const std::vector<std::unique_ptr<StreamPath>>& paths, 
     // A draining path is still sampled, so its failback clock restarts while it keeps losing data.
     if (tp.valid && JudgeSoft(p->index(), tp.retransmits, now_ns, out) && !p->draining()) return true;
   }
+  for (const auto& p : paths)
+    if (p->alive() && JudgeRelative(p->index(), now_ns, out)) return true;
   return false;
 }
 

@@ -43,7 +43,8 @@ TcpProgress ProbeTcp(int fd);
 // while never mistakes its own absence for a dead link.
 class PathWatchdog {
  public:
-  PathWatchdog(uint64_t stall_ns, bool carrier_events) : stall_ns_(stall_ns), carrier_events_(carrier_events) {}
+  PathWatchdog(uint64_t stall_ns, bool carrier_events, uint64_t fast_stall_ns = 0)
+      : stall_ns_(stall_ns), carrier_events_(carrier_events), fast_stall_ns_(fast_stall_ns) {}
 
   // Soft signal: retransmissions rose in a window of kSoftWindowNs; kSoftDetections such windows on
   // one path within kSoftSpanNs (the oracle's link-health debounce: 3 within 500 ms) degrade it.
@@ -68,6 +69,12 @@ class PathWatchdog {
   bool Check(const std::vector<std::unique_ptr<StreamPath>>& paths, uint64_t now_ns, PathFaultReport* out);
   // The decision for one path given a fresh sample; public for tests.
   bool Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathFaultReport* out);
+  // Relative rule, for a link that dies silently (a cut behind a switch): after `fast_stall_ns` of
+  // silence, a path whose peer is not recovering a loss (no selective acknowledgements) is dead when
+  // another path of the same connection had its cumulative acknowledgement advance meanwhile - the
+  // peer and this host's stack are evidently working, so the silence is this path's. A host too
+  // busy to process acknowledgements stalls every path alike and never triggers it.
+  bool JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out);
   // Time since path `i` last showed progress (0 if never sampled).
   uint64_t SilentFor(int path, uint64_t now_ns) const;
 
@@ -79,6 +86,11 @@ class PathWatchdog {
     int ifindex = -1;  // -1: not resolved yet, 0: unknown
     uint64_t bytes_acked = 0;
     uint64_t last_progress_ns = 0;
+    uint64_t last_advance_ns = 0;  // last time the cumulative acknowledgement moved
+    uint32_t unacked = 0;          // from the last sample
+    uint32_t ms_since_ack = 0;
+    bool recovering = false;       // the last sample showed SACKs or fast recovery
+    bool alive = false;            // sampled in the current round
     // soft (retransmit) tracking
     bool retrans_seen = false;
     uint32_t retrans = 0;
@@ -94,6 +106,7 @@ class PathWatchdog {
 
   uint64_t stall_ns_;
   bool carrier_events_;
+  uint64_t fast_stall_ns_;
   uint64_t last_sample_ns_ = 0;
   uint64_t link_generation_ = ~uint64_t{0};
   std::vector<State> states_;

@@ -51,7 +51,7 @@ void RejoinHub::Unregister(uint64_t conn_id) {
   if (targets_.erase(conn_id) != 0) registered_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void RejoinHub::Reject(Pending& p, const std::string& why) {
+void RejoinHub::Reject(PendingHello& p, const std::string& why) {
   rejected_.fetch_add(1, std::memory_order_relaxed);
   FF_WARN("rejected a path reconnecting from %s: %s", tcp::PeerToString(p.peer).c_str(), why.c_str());
   p.socket.reset();
@@ -67,28 +67,17 @@ void RejoinHub::Poll(uint64_t now_ns) {
   const uint64_t timeout_ns = uint64_t(PluginState::Get().config().peer_timeout_ms) * 1'000'000;
   for (auto& l : listeners_) {
     for (;;) {
-      Pending p;
+      PendingHello p;
       if (!tcp::AcceptOne(l.fd(), &p.socket, &p.peer).ok() || !p.socket.valid()) break;
       p.deadline_ns = now_ns + timeout_ns;
       pending_.push_back(std::move(p));
     }
   }
   for (auto& p : pending_) {
-    // Exactly the hello is read: what follows is data for the communicator that adopts the socket.
-    while (p.got < sizeof(FrameHeader)) {
-      ssize_t r = tcp::RecvSome(p.socket.fd(), reinterpret_cast<char*>(&p.hello) + p.got, sizeof(FrameHeader) - p.got);
-      if (r > 0) {
-        p.got += static_cast<uint32_t>(r);
-        continue;
-      }
-      if (r == 0) {
-        if (now_ns > p.deadline_ns) Reject(p, "no hello within FLEXIFORCE_PEER_TIMEOUT_MS");
-      } else {
-        Reject(p, r == -2 ? "closed before its hello" : ErrnoMessage("receive failed", errno));
-      }
-      break;
-    }
-    if (!p.socket.valid() || p.got < sizeof(FrameHeader)) continue;
+    std::string why;
+    const PendingHello::Progress hp = p.Read(now_ns, &why);
+    if (hp == PendingHello::Progress::kFailed) Reject(p, why);
+    if (hp != PendingHello::Progress::kComplete) continue;
     std::string bad = ValidateHeader(p.hello);
     if (bad.empty() && (p.hello.type != static_cast<uint8_t>(FrameType::kHello) || !(p.hello.flags & kHelloFlagRejoin)))
       bad = "first frame is not a rejoin hello";
@@ -117,7 +106,7 @@ void RejoinHub::Poll(uint64_t now_ns) {
     }
     box.pending.store(true, std::memory_order_release);
   }
-  std::erase_if(pending_, [](const Pending& p) { return !p.socket.valid(); });
+  std::erase_if(pending_, [](const PendingHello& p) { return !p.socket.valid(); });
 }
 
 }  // namespace ff

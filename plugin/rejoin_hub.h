@@ -2,13 +2,13 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "plugin/pending_hello.h"
 #include "plugin/status.h"
 #include "plugin/wire_format.h"
 #include "tcp/socket.h"
@@ -50,19 +50,12 @@ class RejoinHub {
 
  private:
   RejoinHub() = default;
-  struct Pending {
-    tcp::Socket socket;
-    sockaddr_storage peer{};
-    FrameHeader hello{};
-    uint32_t got = 0;
-    uint64_t deadline_ns = 0;
-  };
   struct Target {
     uint64_t secret = 0;
     int npaths = 0;
     RejoinMailbox* box = nullptr;
   };
-  void Reject(Pending& p, const std::string& why);
+  void Reject(PendingHello& p, const std::string& why);
 
   std::mutex mu_;
   std::atomic<uint64_t> last_poll_ns_{0};
@@ -70,7 +63,7 @@ class RejoinHub {
   bool opened_ = false;
   uint16_t port_ = 0;
   std::vector<tcp::Socket> listeners_;
-  std::vector<Pending> pending_;
+  std::vector<PendingHello> pending_;
   std::map<uint64_t, Target> targets_;
   std::atomic<uint64_t> rejected_{0};
 };

@@ -113,6 +113,7 @@ def run_trial(binary, state_file, name, nbytes, warmup, failover):
     out["ok"] = all(c == 0 for c in codes) and len(events) > 0
     if not events:
         return out, ranks
+    out["causes"] = [f"{1000 * (e['at'] - t0):.1f} ms: {e['old']}" for e in events]
     out["detect_ms"] = max(1000 * (e["at"] - t0) for e in events)
     out["detect_first_ms"] = min(1000 * (e["at"] - t0) for e in events)
     out["paused_ms"] = max(e["paused_ms"] for e in events)

@@ -305,11 +305,11 @@ def scenario_soft(binary, state_file, name):
         check(keeps > 0 and moves == 0, f"with both NICs lossy the comparison kept traffic in place "
               f"({keeps} kept, {moves} moved)", failures)
     if name == "soft_loss":
-        # 10% loss makes TCP back off; when a retransmission timeout (~200 ms) outlasts the stall
-        # watchdog (100 ms) before three retransmission windows are seen, the path is failed over
-        # hard instead of drained. Either way traffic left the lossy path; which one is reported.
-        check(drains + len(events) > 0,
-              f"traffic left the lossy path ({drains} drain(s); {len(events)} hard failover(s), "
+        # The move must be the debounced, proactive one (a drain: nothing re-sent). The stall watchdog
+        # spares a path whose peer is selectively acknowledging (loss recovery), so hard failovers
+        # here are rare; any that happen are reported.
+        check(drains > 0,
+              f"traffic left the lossy path by draining ({drains} drain(s); {len(events)} hard failover(s), "
               f"{sum(e['resent'] for e in events)} B re-sent)", failures)
     if lossy:
         check(max(ends) > CUT_AFTER_S + 0.5, f"the run was still going when the loss began (ended {max(ends):.1f} s)",

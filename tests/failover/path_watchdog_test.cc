@@ -54,6 +54,52 @@ TEST(PathWatchdog, PeerThatSelectivelyAcknowledgedGetsTwiceTheRetransmissionTime
   EXPECT_TRUE(fresh.Judge(0, dead, 1104 * kMs, &rep));
 }
 
+TEST(PathWatchdog, SilentPathIsDeadEarlyWhenAnotherPathIsBeingAcknowledged) {
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  // Both paths busy; at t=1000 ms path 0 goes silent, path 1 keeps advancing.
+  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  uint64_t acked1 = 1000;
+  for (uint64_t t = 1001; t <= 1009; ++t) {
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1000, static_cast<uint32_t>(t - 1000)), t * kMs, &rep));
+    EXPECT_FALSE(w.Judge(1, Sample(50, acked1 += 100, 0), t * kMs, &rep));
+    // Judge() only updates state; JudgeRelative() is what Check() runs after sampling every path.
+    EXPECT_FALSE(w.JudgeRelative(0, t * kMs, &rep)) << "at " << t << " ms";
+  }
+  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 10), 1010 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(50, acked1 += 100, 0), 1010 * kMs, &rep));
+  ASSERT_TRUE(w.JudgeRelative(0, 1010 * kMs, &rep));
+  EXPECT_EQ(rep.cause, PathFault::kStalled);
+  EXPECT_NE(rep.detail.find("while path 1 was acknowledged"), std::string::npos) << rep.detail;
+  EXPECT_FALSE(w.JudgeRelative(1, 1010 * kMs, &rep));
+}
+
+TEST(PathWatchdog, RelativeRuleNeedsAnotherPathMakingProgress) {
+  // The whole host stalled (no path acknowledged): only the absolute rule may fire, later.
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(50, 2000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 30), 1030 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(50, 2000, 30), 1030 * kMs, &rep));
+  EXPECT_FALSE(w.JudgeRelative(0, 1030 * kMs, &rep));
+  EXPECT_FALSE(w.JudgeRelative(1, 1030 * kMs, &rep));
+}
+
+TEST(PathWatchdog, RelativeRuleSparesAPathRecoveringALoss) {
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  TcpProgress lossy = Sample(50, 1000, 0);
+  lossy.sacked = 20;
+  EXPECT_FALSE(w.Judge(0, lossy, 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  lossy.ms_since_ack = 30;
+  EXPECT_FALSE(w.Judge(0, lossy, 1030 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(50, 5000, 0), 1030 * kMs, &rep));
+  EXPECT_FALSE(w.JudgeRelative(0, 1030 * kMs, &rep));
+}
+
 TEST(PathWatchdog, CumulativeAckProgressKeepsPathAliveAfterALongGapBetweenSamples) {
   // The proxy thread was descheduled for 500 ms, but the kernel kept receiving acks meanwhile.
   PathWatchdog w(20 * kMs, false);

@@ -2,8 +2,11 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <unistd.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+#include <chrono>
 #include <random>
 #include <vector>
 
@@ -301,6 +304,113 @@ TEST(Conformance, GarbageFromAStrangerNeverReachesABufferAndTheRealPeerStillConn
   EXPECT_LE(read(liar, &c, 1), 0);
   close(junk);
   close(liar);
+  peer.net()->closeRecv(rc);
+  peer.net()->closeListen(lc);
+}
+
+// Reads frames from a raw peer socket until one of `type` arrives (5 s bound); false on EOF/timeout.
+bool ReadFrameOfType(int fd, FrameType type, FrameHeader* out) {
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  for (;;) {
+    size_t got = 0;
+    while (got < sizeof(*out)) {
+      ssize_t r = read(fd, reinterpret_cast<char*>(out) + got, sizeof(*out) - got);
+      if (r <= 0) return false;
+      got += static_cast<size_t>(r);
+    }
+    if (out->type == static_cast<uint8_t>(type)) return true;
+  }
+}
+
+// Drives the receive request until `pred` holds or 5 s pass; returns whether it held.
+template <typename Pred>
+bool DriveUntil(NetPeer& peer, void* req, int* done, Pred pred) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int sizes[1];
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!*done && peer.net()->test(req, done, sizes) != ncclSuccess) return false;
+    if (pred()) return true;
+    usleep(1000);
+  }
+  return false;
+}
+
+bool PeerClosed(int fd) {
+  char c;
+  ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT);
+  return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+TEST(Conformance, FailbackPathIsAdmittedOnlyWithTheConnectionsSecretAndReplacesTheOldStream) {
+  NetPeer peer;
+  char handle[128];
+  void* lc = peer.Listen(handle);
+  int old_fd = RawConnect(handle);
+  ASSERT_GE(old_fd, 0);
+  uint64_t secret;
+  std::memcpy(&secret, handle + 8, 8);
+  constexpr uint64_t kConnId = 0x5eed1234;
+  auto hello = [&](uint64_t conn, uint64_t sec, uint16_t flags) {
+    FrameHeader h{};
+    h.type = static_cast<uint8_t>(FrameType::kHello);
+    h.flags = flags;
+    h.seq = conn;
+    h.offset = sec;
+    h.total = 1;
+    h.task_hash = 512 * 1024;
+    SealHeader(&h);
+    return h;
+  };
+  FrameHeader h = hello(kConnId, secret, 0);
+  ASSERT_EQ(write(old_fd, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+  void* rc = peer.Accept(lc);
+  std::vector<char> buf(16, 'k');
+  void* data = buf.data();
+  size_t cap = buf.size();
+  int tag = 0;
+  void* req = nullptr;
+  ASSERT_EQ(peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req), ncclSuccess);
+  ASSERT_NE(req, nullptr);
+  // The receiver announces its failback listener on the connection.
+  FrameHeader info{};
+  ASSERT_TRUE(ReadFrameOfType(old_fd, FrameType::kRejoinInfo, &info));
+  ASSERT_GT(info.offset, 0u);
+  sockaddr_in rejoin = FirstAddress(handle);
+  rejoin.sin_port = htons(static_cast<uint16_t>(info.offset));
+  auto dial = [&]() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&rejoin), sizeof(rejoin)), 0);
+    return fd;
+  };
+  // Strangers: a wrong secret, an unknown connection, a plain (non-rejoin) hello. All are closed.
+  int liars[3] = {dial(), dial(), dial()};
+  FrameHeader bad[3] = {hello(kConnId, secret ^ 1, kHelloFlagRejoin), hello(kConnId + 1, secret, kHelloFlagRejoin),
+                        hello(kConnId, secret, 0)};
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(write(liars[i], &bad[i], sizeof(bad[i])), 64);
+  int done = 0;
+  EXPECT_TRUE(DriveUntil(peer, req, &done, [&] {
+    return PeerClosed(liars[0]) && PeerClosed(liars[1]) && PeerClosed(liars[2]);
+  })) << "the rejoin listener left a stranger's connection open";
+  EXPECT_FALSE(PeerClosed(old_fd)) << "a stranger disturbed the real connection";
+  // The real sender reconnects path 0 and sends the message on the new stream.
+  int new_fd = dial();
+  FrameHeader good = hello(kConnId, secret, kHelloFlagRejoin);
+  ASSERT_EQ(write(new_fd, &good, sizeof(good)), 64);
+  FrameHeader d{};
+  d.type = static_cast<uint8_t>(FrameType::kData);
+  d.length = 16;
+  d.total = 16;
+  SealHeader(&d);
+  ASSERT_EQ(write(new_fd, &d, sizeof(d)), 64);
+  ASSERT_EQ(write(new_fd, "0123456789abcdef", 16), 16);
+  EXPECT_TRUE(DriveUntil(peer, req, &done, [&] { return done != 0; })) << "the message on the rejoined path never completed";
+  EXPECT_EQ(std::string(buf.begin(), buf.end()), "0123456789abcdef");
+  // The stream it replaced was reset: the receiver no longer reads it.
+  EXPECT_TRUE(PeerClosed(old_fd) || (usleep(100000), PeerClosed(old_fd)));
+  for (int fd : liars) close(fd);
+  close(old_fd);
+  close(new_fd);
   peer.net()->closeRecv(rc);
   peer.net()->closeListen(lc);
 }
