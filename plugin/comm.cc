@@ -217,10 +217,16 @@ void Comm::FinishDualPath() {
   const DualPathVerdict v = dual_.Finish(paths_);
   StreamPath& p = *paths_[static_cast<size_t>(i)];
   if (!p.alive() || p.draining()) return;
+  if (!v.conclusive && dual_.extensions() < DualPathCompare::kMaxExtensions) {
+    // Too little traffic in the window to compare (between collectives): look again.
+    dual_.Extend(NowNs(), uint64_t{opts_.dual_path_ms} * 1'000'000, paths_);
+    return;
+  }
   const bool leaving = kind == DualPathCompare::Kind::kLeave;
   if (v.subject_worse && usable_paths() >= 2) {
     ++dual_path_moves_;
-    Drain(p, std::string("dual-path comparison over ") + std::to_string(opts_.dual_path_ms) + " ms: " + v.why +
+    Drain(p, std::string("dual-path comparison over ") +
+                 std::to_string(opts_.dual_path_ms * static_cast<uint32_t>(dual_.extensions() + 1)) + " ms: " + v.why +
                  (leaving ? "; the other paths are better, cutting over" : "; the returning path is worse, drained again"));
     return;
   }

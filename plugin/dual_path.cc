@@ -10,6 +10,7 @@ DualPathVerdict JudgeDualPath(const PathWindow& subject, const PathWindow& best_
   char buf[256];
   if (!subject.valid || subject.segs_out < DualPathCompare::kMinSegments) {
     v.subject_worse = assume_worse;
+    v.conclusive = false;
     std::snprintf(buf, sizeof(buf), "path sent %llu segments, too few to compare",
                   static_cast<unsigned long long>(subject.segs_out));
     v.why = buf;
@@ -18,11 +19,12 @@ DualPathVerdict JudgeDualPath(const PathWindow& subject, const PathWindow& best_
   if (!best_other.valid || best_other.segs_out < DualPathCompare::kMinSegments) {
     // Nothing to compare against: the other paths idled. Keep what the detection said.
     v.subject_worse = assume_worse;
+    v.conclusive = false;
     v.why = "no other path carried enough traffic to compare";
     return v;
   }
   const double ls = subject.loss(), lo = best_other.loss();
-  const bool lossier = ls > 1.5 * lo + 0.01;
+  const bool lossier = ls > 2.0 * lo + 0.01;
   const bool slower = subject.rtt_us > 3ull * best_other.rtt_us && subject.rtt_us > best_other.rtt_us + 5000;
   v.subject_worse = lossier || slower;
   std::snprintf(buf, sizeof(buf), "retransmitted %.2f%% of %llu segments vs %.2f%% of %llu, rtt %.2f vs %.2f ms",
@@ -37,10 +39,18 @@ void DualPathCompare::Start(int subject, Kind kind, uint64_t now_ns, uint64_t wi
   active_ = true;
   subject_ = subject;
   kind_ = kind;
+  extensions_ = 0;
   until_ns_ = now_ns + window_ns;
   start_.assign(paths.size(), TcpProgress{});
   for (const auto& p : paths)
     if (p->alive()) start_[static_cast<size_t>(p->index())] = ProbeTcp(p->stream().fd());
+}
+
+void DualPathCompare::Extend(uint64_t now_ns, uint64_t window_ns,
+                             const std::vector<std::unique_ptr<StreamPath>>& paths) {
+  const int n = extensions_ + 1;
+  Start(subject_, kind_, now_ns, window_ns, paths);
+  extensions_ = n;
 }
 
 DualPathVerdict DualPathCompare::Finish(const std::vector<std::unique_ptr<StreamPath>>& paths) {

@@ -22,11 +22,14 @@ struct PathWindow {
 
 struct DualPathVerdict {
   bool subject_worse = false;
+  bool conclusive = true;  // false: a side carried too little traffic, subject_worse is the caller's default
   std::string why;  // the numbers behind the verdict, for the log line
 };
 
-// The subject is worse when it lost clearly more (1.5x the best other path's retransmission ratio
-// plus 1 point: a healthy TCP path retransmits a few tenths of a percent in tail-loss probes) or its round trip grew clearly longer (3x and 5 ms above the best other path's).
+// The subject is worse when it lost clearly more (2x the best other path's retransmission ratio
+// plus 1 point: a healthy TCP path retransmits a few tenths of a percent in tail-loss probes, and
+// losses come in bursts, so two equally lossy paths differ by that much in a short window) or its
+// round trip grew clearly longer (3x and 5 ms above the best other path's).
 // A subject that sent fewer than kMinSegments gives no evidence: `assume_worse` decides.
 DualPathVerdict JudgeDualPath(const PathWindow& subject, const PathWindow& best_other, bool assume_worse);
 
@@ -35,7 +38,9 @@ DualPathVerdict JudgeDualPath(const PathWindow& subject, const PathWindow& best_
 class DualPathCompare {
  public:
   enum class Kind { kLeave, kReturn };  // degraded path about to lose traffic / reconnected path on probation
-  static constexpr uint64_t kMinSegments = 50;
+  // TCP counts MSS-sized segments, but a link drops whole packets, which under segmentation
+  // offload carry up to ~45 of them: a window needs this many segments to say anything about loss.
+  static constexpr uint64_t kMinSegments = 20000;
 
   bool active() const { return active_; }
   int subject() const { return subject_; }
@@ -45,12 +50,18 @@ class DualPathCompare {
              const std::vector<std::unique_ptr<StreamPath>>& paths);
   DualPathVerdict Finish(const std::vector<std::unique_ptr<StreamPath>>& paths);
   void Cancel() { active_ = false; }
+  // Windows already spent on this comparison without enough traffic to judge.
+  int extensions() const { return extensions_; }
+  // Starts another window for the same subject (the last one was inconclusive).
+  void Extend(uint64_t now_ns, uint64_t window_ns, const std::vector<std::unique_ptr<StreamPath>>& paths);
+  static constexpr int kMaxExtensions = 4;
 
  private:
   bool active_ = false;
   int subject_ = -1;
   Kind kind_ = Kind::kLeave;
   uint64_t until_ns_ = 0;
+  int extensions_ = 0;
   std::vector<TcpProgress> start_;
 };
 

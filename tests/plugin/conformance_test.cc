@@ -336,10 +336,14 @@ bool DriveUntil(NetPeer& peer, void* req, int* done, Pred pred) {
   return false;
 }
 
+// Whether the peer closed or reset `fd`; frames it sent before that are read and dropped.
 bool PeerClosed(int fd) {
-  char c;
-  ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT);
-  return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  char buf[4096];
+  for (;;) {
+    ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (r > 0) continue;
+    return r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+  }
 }
 
 TEST(Conformance, FailbackPathIsAdmittedOnlyWithTheConnectionsSecretAndReplacesTheOldStream) {
