@@ -53,7 +53,8 @@ def plugin_env(stats_dir, topology=None):
 
 
 def show_plugin_log(path):
-    interesting = ("task ", "connect to", "failover", "is down", "SLA", "dev 0", "rejected", "failed", "rank", "error")
+    interesting = ("task ", "connect to", "failover", "is down", "SLA", "dev 0", "rejected", "failed", "rank", "error",
+                   "failback", "reconnected", "NIC", "draining", "dual-path")
     with open(path) as f:
         lines = [l.rstrip() for l in f if ("FlexiForce" in l or "ff-collective" in l or "rank" in l) and any(k in l for k in interesting)]
     seen = set()
@@ -86,10 +87,11 @@ def demo_fabric(build, stats_dir):
              "--sla-us", "0", "--k", "4"])
 
         banner("3. Training traffic: 4 ranks, AllReduce + AllGather + Broadcast through the plugin; "
-               "a spine link is cut mid-run")
+               "a spine link is cut mid-run, then restored")
         env = plugin_env(stats_dir, topo)
         env["NCCL_SOCKET_IFNAME"] = "eth"
         env["FLEXIFORCE_PATHS"] = "2"
+        env["FLEXIFORCE_FAILBACK_MS"] = "500"  # carrier stable this long -> reconnect the failed path
         root_ip = nics[("h0", 0)]["ip"]
         log = os.path.join(tmp, "ranks.log")
         procs = []
@@ -97,7 +99,7 @@ def demo_fabric(build, stats_dir):
             for rank, h in enumerate(hosts):
                 cmd = ["ip", "netns", "exec", h["netns"], ffc, "--rank", str(rank), "--nranks", str(len(hosts)),
                        "--rendezvous", f"{root_ip}:{RENDEZVOUS_PORT}", "--bind-ip", nics[(h["id"], 0)]["ip"],
-                       "--coll", "all", "--min-bytes", "1M", "--max-bytes", "32M", "--iters", "20", "--timeout-s", "120"]
+                       "--coll", "all", "--min-bytes", "1M", "--max-bytes", "32M", "--iters", "40", "--timeout-s", "120"]
                 procs.append(subprocess.Popen(cmd, env=env, stdout=None if rank == 0 else subprocess.DEVNULL,
                                               stderr=lf))
             time.sleep(1.5)
@@ -106,8 +108,11 @@ def demo_fabric(build, stats_dir):
             cut = [l["id"] for l in st["links"] if l["id"].endswith("--spine1")][-1]
             print(f"\n  >>> cutting link {cut} (carrier loss) while the collectives run", flush=True)
             fabric("link-down", "--state", state, cut)
+            time.sleep(1.5)
+            print(f"\n  >>> restoring link {cut}: the failed paths reconnect once it is stable (failback)",
+                  flush=True)
+            fabric("link-up", "--state", state, cut)
             codes = [p.wait() for p in procs]
-        fabric("link-up", "--state", state, cut)
         print(f"\n  rank exit codes: {codes} ({'all results exact' if not any(codes) else 'FAILED'})")
         banner("4. What the plugin logged (NCCL_DEBUG=INFO, FlexiForce lines)")
         show_plugin_log(log)

@@ -97,6 +97,11 @@ HeaderVerdict RecvComm::OnHeader(StreamPath& path, const FrameHeader& h, char** 
   *dest = nullptr;
   const int pi = path.index();
   path_entry_[pi] = nullptr;
+  if (h.type == static_cast<uint8_t>(FrameType::kAckRequest)) {
+    ack_all_paths_ = true;
+    ack_requested_ = true;
+    return HeaderVerdict::kAccept;
+  }
   if (h.type != static_cast<uint8_t>(FrameType::kData)) {
     reject_reason_ = "unexpected frame type " + std::to_string(h.type) + " on a receive connection";
     return HeaderVerdict::kReject;
@@ -302,7 +307,11 @@ Status RecvComm::Progress() {
       if (!HandlePump(*p, p->PumpRx(*this))) return error_;
     }
   }
-  if ((cum_done_ > acked_ || next_post_seq_ > credit_sent_) && SendControl(FrameType::kAck, cum_done_, 0)) {
+  // After a duplicate or an explicit request, the current acknowledgement goes again on every path
+  // even with nothing new in it: the copy the sender is missing may have gone down with a path.
+  const bool repeat = ack_requested_ || (ack_all_paths_ && cum_done_ == acked_);
+  if ((cum_done_ > acked_ || next_post_seq_ > credit_sent_ || repeat) && SendControl(FrameType::kAck, cum_done_, 0)) {
+    ack_requested_ = false;
     acked_ = cum_done_;
     credit_sent_ = next_post_seq_;
   }

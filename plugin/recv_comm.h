@@ -48,6 +48,7 @@ class RecvComm final : public Comm {
   uint64_t credit_sent_ = 0;
   int last_rx_path_ = -1;       // path that last delivered a data frame
   bool ack_all_paths_ = false;  // a duplicate arrived: the next acknowledgement goes on every path
+  bool ack_requested_ = false;  // the sender asked for the acknowledgement again (kAckRequest)
   // Stuck-communicator diagnostics: frames completed, and when the count last moved.
   uint64_t frames_done_ = 0;
   uint64_t frames_seen_ = 0;

@@ -140,7 +140,21 @@ void SendComm::OnPathLost(StreamPath& dead, const std::string& why, uint64_t sil
     }
   }
   resent_bytes_ += failover_.resent_bytes;
-  if (inflight_count_ == 0) EndFailover();  // nothing owed: resume at once
+  if (inflight_count_ == 0) {
+    EndFailover();  // nothing owed: resume at once
+    return;
+  }
+  // The receiver's acknowledgements may have been riding the dead path: ask for them again.
+  for (auto& p : paths_) {
+    if (!p->alive() || !p->CanQueue()) continue;
+    FrameHeader h{};
+    h.type = static_cast<uint8_t>(FrameType::kAckRequest);
+    h.path = static_cast<uint16_t>(p->index());
+    h.seq = acked_seq_;
+    h.task_hash = opts_.task_hash;
+    SealHeader(&h);
+    p->Queue(h, nullptr);
+  }
 }
 
 void SendComm::EndFailover() {

@@ -38,6 +38,7 @@ std::string ValidateHeader(const FrameHeader& h) {
     case FrameType::kHello:
     case FrameType::kAbort:
     case FrameType::kRejoinInfo:
+    case FrameType::kAckRequest:
       if (h.length != 0) return "control frame with payload";
       return {};
   }

@@ -20,6 +20,10 @@ enum class FrameType : uint8_t {
   // Receiver -> sender, once per connection: where a failed path may reconnect (failback).
   // offset = TCP port of the receiving process's rejoin listener for IPv4 (0: none), total = IPv6.
   kRejoinInfo = 5,
+  // Sender -> receiver after a failover: send the cumulative acknowledgement again, on every path.
+  // Acknowledgements travel on the path that last delivered data; if that path is the one that just
+  // died, the sender would otherwise wait for the acknowledgement-timeout re-send.
+  kAckRequest = 6,
 };
 
 // Hello flag: this path replaces path `tag` of the existing connection `seq` (failback).
