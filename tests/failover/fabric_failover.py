@@ -299,9 +299,14 @@ def scenario_soft(binary, state_file, name):
         print(f"      dual-path comparisons: {moves} moved traffic, {keeps} kept it; {len(events)} hard failover(s)")
         for v in verdicts[:8]:
             print("        " + v[:230])
-    if name == "dual_one":
+    started = text.count("are compared before traffic moves")
+    if name.startswith("dual") and os.environ.get("FF_SANITIZED"):
+        # Sanitized ranks send too little per window for a verdict (see examples/test.sh): check
+        # that the canary engaged and the results stayed exact, not which way it decided.
+        check(started > 0, f"sanitized build: {started} dual-path comparison(s) started", failures)
+    elif name == "dual_one":
         check(moves > 0, f"the comparison found the clean path better and moved traffic ({moves} time(s))", failures)
-    if name == "dual_both":
+    elif name == "dual_both":
         check(keeps > 0 and moves == 0, f"with both NICs lossy the comparison kept traffic in place "
               f"({keeps} kept, {moves} moved)", failures)
     if name == "soft_loss":
