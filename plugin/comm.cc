@@ -98,6 +98,10 @@ bool Comm::PathDown(StreamPath& p, const std::string& why, PathFault cause) {
   return true;
 }
 
+bool Comm::OnPathSilent(StreamPath& p, const std::string& why, uint64_t) {
+  return PathDown(p, why, PathFault::kSilent);
+}
+
 void Comm::OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns) {
   FF_WARN("path %d (%s) to %s is down: %s (silent %.1f ms); continuing on %s", p.index(),
           p.stream().Describe().c_str(), peer_.c_str(), why.c_str(), silent_ns / 1e6, DescribeAlive().c_str());
@@ -125,6 +129,7 @@ void Comm::ReplacePath(int index, std::unique_ptr<ByteStream> stream) {
   slot = std::make_unique<StreamPath>(index, std::move(stream));
   if (dual_.active() && dual_.subject() == index) dual_.Cancel();
   ++path_gen_[static_cast<size_t>(index)];
+  hedged_ &= ~(uint64_t{1} << index);
   path_ifname_[static_cast<size_t>(index)].clear();
   nic_gen_seen_ = ~uint64_t{0};  // judge the new stream's NIC on the next check
   watchdog_.ResetPath(index);
@@ -191,6 +196,7 @@ bool Comm::CheckHealth() {
     SoftDegrade(p, why, now);  // debounced soft signal
     return true;
   }
+  if (rep.cause == PathFault::kSilent) return OnPathSilent(p, why, rep.silent_ns);
   return PathDown(p, why, rep.cause);
 }
 
@@ -242,6 +248,7 @@ void Comm::ReadmitDrained(uint64_t now_ns) {
       continue;
     p->SetDraining(false);
     watchdog_.NoteReadmitted(p->index());
+    hedged_ &= ~(uint64_t{1} << p->index());
     FF_WARN("path %d (%s) to %s is back in service: no retransmission for the failback time", p->index(),
             p->stream().Describe().c_str(), peer_.c_str());
     if (opts_.dual_path_ms > 0 && !dual_.active()) StartDualPath(*p, DualPathCompare::Kind::kReturn, "", now_ns);

@@ -99,6 +99,10 @@ class Comm : public FrameSink {
   // Called after path `p` died while others remain: the sender re-sends what was not acknowledged.
   // The default (receiver) logs the event; nothing is owed on a receive connection.
   virtual void OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns);
+  // The relative rule flagged path `p` (PathFault::kSilent). The sender hedges: it re-sends the path's
+  // data elsewhere and drains it, leaving the verdict to the absolute rule. Default: treat as lost.
+  virtual bool OnPathSilent(StreamPath& p, const std::string& why, uint64_t silent_ns);
+  uint64_t hedged_ = 0;  // bit i: path i was hedged (drained after the relative rule), not yet judged
   // Handles a PumpRx result; false when the communicator must stop processing this round.
   bool HandlePump(StreamPath& p, PumpResult r);
   // Whether bytes are still owed on this communicator: EOF is an error only then.

@@ -40,8 +40,10 @@ const std::vector<KnobSpec> kSpecs = {
     {"FLEXIFORCE_LINK_EVENTS", KnobType::kBool, "1", 0, 1,
      "watch rtnetlink carrier events and fail over a path the moment its local interface loses carrier"},
     {"FLEXIFORCE_PATH_STALL_FAST_MS", KnobType::kInt, "10", 0, 60000,
-     "a path silent this long while another path of the same connection is being acknowledged is dead "
-     "(a cut behind a switch that no carrier event reports); paths recovering a loss are exempt; 0 = off"},
+     "a path silent this long (or 8 round trips, if longer) while another path of the same connection is "
+     "acknowledged has its unacknowledged data re-sent elsewhere and is drained, kept open until it answers "
+     "or the absolute rule declares it dead (a cut behind a switch that no carrier event reports); paths "
+     "recovering a loss are exempt; 0 = off"},
     {"FLEXIFORCE_RESEND_TIMEOUT_MS", KnobType::kInt, "250", 0, 3600000,
      "when the peer's kernel holds every byte sent but no acknowledgement came for this long, re-send the "
      "unacknowledged messages (the receiver drops duplicates); bounds any loss a failover missed; 0 = off"},

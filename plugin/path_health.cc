@@ -26,6 +26,8 @@ const char* PathFaultName(PathFault f) {
       return "the peer lost it";
     case PathFault::kRetransmits:
       return "retransmissions";
+    case PathFault::kSilent:
+      return "silent while another path is acknowledged";
   }
   return "?";
 }
@@ -76,6 +78,7 @@ bool PathWatchdog::Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathF
   s.bytes_acked = tp.bytes_acked;
   s.unacked = tp.unacked_segments;
   s.ms_since_ack = tp.ms_since_ack;
+  s.rtt_us = tp.rtt_us;
   s.recovering = tp.sacked > 0 || tp.ca_state == kCaRecovery;
   if (stall_ns_ == 0) return false;
   // A peer that selectively acknowledged what is in flight is alive: the sender is recovering a
@@ -98,13 +101,14 @@ bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out
   const State& s = states_[static_cast<size_t>(path)];
   if (!s.alive || s.unacked < 2 || s.recovering || s.last_progress_ns == 0) return false;
   const uint64_t silent = now_ns - s.last_progress_ns;
-  if (silent < fast_stall_ns_) return false;
+  const uint64_t limit = std::max(fast_stall_ns_, 8 * uint64_t{s.rtt_us} * 1000);
+  if (silent < limit) return false;
   for (size_t j = 0; j < states_.size(); ++j) {
     const State& o = states_[j];
     if (static_cast<int>(j) == path || !o.alive || o.last_advance_ns <= s.last_progress_ns) continue;
-    if (now_ns - o.last_advance_ns >= fast_stall_ns_) continue;
+    if (now_ns - o.last_advance_ns >= limit) continue;
     out->path = path;
-    out->cause = PathFault::kStalled;
+    out->cause = PathFault::kSilent;
     out->silent_ns = silent;
     out->detail = std::to_string(s.unacked) + " segment(s) unacknowledged for " + std::to_string(silent / 1'000'000) +
                   " ms while path " + std::to_string(j) + " was acknowledged " +
@@ -227,7 +231,7 @@ bool PathWatchdog::Check(const std::vector<std::unique_ptr<StreamPath>>& paths, 
     if (tp.valid && JudgeSoft(p->index(), tp.retransmits, now_ns, out) && !p->draining()) return true;
   }
   for (const auto& p : paths)
-    if (p->alive() && JudgeRelative(p->index(), now_ns, out)) return true;
+    if (p->alive() && !p->draining() && JudgeRelative(p->index(), now_ns, out)) return true;
   return false;
 }
 

@@ -10,7 +10,10 @@
 
 namespace ff {
 
-enum class PathFault { kNone, kStalled, kCarrierLost, kSocketError, kPeerReported, kRetransmits };
+// kSilent: the relative rule - silent while another path of the connection is acknowledged. It is
+// acted on at once but not trusted alone: the path's data is re-sent and the path drained, and only
+// the absolute rule (kStalled) or a hard signal declares it dead.
+enum class PathFault { kNone, kStalled, kCarrierLost, kSocketError, kPeerReported, kRetransmits, kSilent };
 // Soft faults move traffic away from a path (drain) instead of killing it.
 inline bool IsSoftFault(PathFault f) { return f == PathFault::kRetransmits; }
 const char* PathFaultName(PathFault f);
@@ -70,7 +73,7 @@ class PathWatchdog {
   // The decision for one path given a fresh sample; public for tests.
   bool Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathFaultReport* out);
   // Relative rule, for a link that dies silently (a cut behind a switch): after `fast_stall_ns` of
-  // silence, a path whose peer is not recovering a loss (no selective acknowledgements) is dead when
+  // silence (or 8 of the path's measured round trips, if longer: a live peer answers within one), a path whose peer is not recovering a loss (no selective acknowledgements) is dead when
   // another path of the same connection had its cumulative acknowledgement advance meanwhile - the
   // peer and this host's stack are evidently working, so the silence is this path's. A host too
   // busy to process acknowledgements stalls every path alike and never triggers it.
@@ -89,6 +92,7 @@ class PathWatchdog {
     uint64_t last_advance_ns = 0;  // last time the cumulative acknowledgement moved
     uint32_t unacked = 0;          // from the last sample
     uint32_t ms_since_ack = 0;
+    uint32_t rtt_us = 0;           // smoothed round trip from the last sample
     bool recovering = false;       // the last sample showed SACKs or fast recovery
     bool alive = false;            // sampled in the current round
     // soft (retransmit) tracking

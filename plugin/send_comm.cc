@@ -99,6 +99,37 @@ void SendComm::Schedule() {
 }
 
 void SendComm::OnPathLost(StreamPath& dead, const std::string& why, uint64_t silent_ns) {
+  const uint64_t now = NowNs();
+  Rejoin& rj = rejoin_[static_cast<size_t>(dead.index())];
+  // A path that fails again within kRelapseNs of coming back (a lossy or flapping link) waits twice
+  // as long before the next failback, up to 16x, so it does not bounce traffic every few seconds.
+  constexpr uint64_t kRelapseNs = 10'000'000'000ull;
+  rj.relapses = rj.back_ns != 0 && now - rj.back_ns < kRelapseNs ? std::min(rj.relapses + 1, 4) : 0;
+  rj.down_ns = now;
+  rj.next_try_ns = now + (uint64_t{opts_.failback_ms} * 1'000'000 << rj.relapses);
+  rj.attempts = 0;
+  const uint64_t bit = uint64_t{1} << dead.index();
+  if (hedged_ & bit) {
+    // Its data went elsewhere when it first fell silent; nothing is owed, nothing to pause for.
+    hedged_ &= ~bit;
+    FF_WARN("path %d (%s) to %s is down: %s (silent %.1f ms); its data had been re-sent when it fell silent",
+            dead.index(), dead.stream().Describe().c_str(), peer_.c_str(), why.c_str(), silent_ns / 1e6);
+    return;
+  }
+  BeginFailover(dead, why, silent_ns);
+}
+
+bool SendComm::OnPathSilent(StreamPath& p, const std::string& why, uint64_t silent_ns) {
+  // Nowhere to hedge to: leave the verdict to the absolute rule and the socket's own timeout.
+  if (usable_paths() < 2 || p.draining()) return true;
+  p.SetDraining(true);
+  watchdog_.NoteDrained(p.index(), NowNs());
+  hedged_ |= uint64_t{1} << p.index();
+  BeginFailover(p, why + "; drained and kept open until it answers or is declared dead", silent_ns);
+  return true;
+}
+
+void SendComm::BeginFailover(StreamPath& dead, const std::string& why, uint64_t silent_ns) {
   // Pause: completions are held and new sends refused until the re-sent data is acknowledged.
   const uint64_t now = NowNs();
   if (!failover_.active) {
@@ -115,17 +146,10 @@ void SendComm::OnPathLost(StreamPath& dead, const std::string& why, uint64_t sil
     failover_.from += "; ";
   }
   failover_.from += std::to_string(dead.index()) + " (" + dead.stream().Describe() + "): " + why;
-  Rejoin& rj = rejoin_[static_cast<size_t>(dead.index())];
-  // A path that fails again within kRelapseNs of coming back (a lossy or flapping link) waits twice
-  // as long before the next failback, up to 16x, so it does not bounce traffic every few seconds.
-  constexpr uint64_t kRelapseNs = 10'000'000'000ull;
-  rj.relapses = rj.back_ns != 0 && now - rj.back_ns < kRelapseNs ? std::min(rj.relapses + 1, 4) : 0;
-  rj.down_ns = now;
-  rj.next_try_ns = now + (uint64_t{opts_.failback_ms} * 1'000'000 << rj.relapses);
-  rj.attempts = 0;
   // Switch: every chunk that was queued on the dead path and is not known delivered goes again on
   // the paths left; the receiver drops any copy it already has.
   const uint8_t idx = static_cast<uint8_t>(dead.index());
+  uint64_t resent = 0;
   for (int i = 0; i < inflight_count_; ++i) {
     SendRequest& r = *inflight_[(inflight_head_ + i) % kMaxRequests];
     if (r.acked) continue;
@@ -136,17 +160,18 @@ void SendComm::OnPathLost(StreamPath& dead, const std::string& why, uint64_t sil
       if (r.chunk_path[c] != idx || (r.resend[c / 64] & bit)) continue;
       r.resend[c / 64] |= bit;
       ++r.resend_count;
-      failover_.resent_bytes += std::min<uint64_t>(r.chunk, r.size - c * r.chunk);
+      resent += std::min<uint64_t>(r.chunk, r.size - c * r.chunk);
     }
   }
-  resent_bytes_ += failover_.resent_bytes;
+  failover_.resent_bytes += resent;
+  resent_bytes_ += resent;
   if (inflight_count_ == 0) {
     EndFailover();  // nothing owed: resume at once
     return;
   }
   // The receiver's acknowledgements may have been riding the dead path: ask for them again.
   for (auto& p : paths_) {
-    if (!p->alive() || !p->CanQueue()) continue;
+    if (!p->alive() || p->draining() || !p->CanQueue()) continue;
     FrameHeader h{};
     h.type = static_cast<uint8_t>(FrameType::kAckRequest);
     h.path = static_cast<uint16_t>(p->index());

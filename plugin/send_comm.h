@@ -27,6 +27,9 @@ class SendComm final : public Comm {
   StreamPath* PickPath(SendRequest& r);
   void QueueChunk(SendRequest& r, StreamPath& p, uint64_t offset);
   void OnPathLost(StreamPath& p, const std::string& why, uint64_t silent_ns) override;
+  bool OnPathSilent(StreamPath& p, const std::string& why, uint64_t silent_ns) override;
+  // Pauses completions and re-queues every unacknowledged chunk that was on path `p` (failover).
+  void BeginFailover(StreamPath& p, const std::string& why, uint64_t silent_ns);
   void EndFailover();
   // Fails over the paths the receiver reported lost (kAckFlagPathDown); false when the comm failed.
   bool ApplyPeerLoss();

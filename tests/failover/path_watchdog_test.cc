@@ -70,9 +70,27 @@ TEST(PathWatchdog, SilentPathIsDeadEarlyWhenAnotherPathIsBeingAcknowledged) {
   EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 10), 1010 * kMs, &rep));
   EXPECT_FALSE(w.Judge(1, Sample(50, acked1 += 100, 0), 1010 * kMs, &rep));
   ASSERT_TRUE(w.JudgeRelative(0, 1010 * kMs, &rep));
-  EXPECT_EQ(rep.cause, PathFault::kStalled);
+  EXPECT_EQ(rep.cause, PathFault::kSilent);
   EXPECT_NE(rep.detail.find("while path 1 was acknowledged"), std::string::npos) << rep.detail;
   EXPECT_FALSE(w.JudgeRelative(1, 1010 * kMs, &rep));
+}
+
+TEST(PathWatchdog, RelativeRuleWaitsEightRoundTripsOnALongPath) {
+  // 5 ms round trip (a long fabric): 10 ms of silence is two round trips, not a dead path; 40 ms is.
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  TcpProgress far = Sample(50, 1000, 0);
+  far.rtt_us = 5000;
+  EXPECT_FALSE(w.Judge(0, far, 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  far.ms_since_ack = 20;
+  EXPECT_FALSE(w.Judge(0, far, 1020 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(50, 9000, 0), 1020 * kMs, &rep));
+  EXPECT_FALSE(w.JudgeRelative(0, 1020 * kMs, &rep));
+  far.ms_since_ack = 40;
+  EXPECT_FALSE(w.Judge(0, far, 1040 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(50, 19000, 0), 1040 * kMs, &rep));
+  EXPECT_TRUE(w.JudgeRelative(0, 1040 * kMs, &rep));
 }
 
 TEST(PathWatchdog, RelativeRuleNeedsAnotherPathMakingProgress) {
