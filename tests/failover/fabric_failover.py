@@ -307,8 +307,11 @@ def scenario_soft(binary, state_file, name):
     elif name == "dual_one":
         check(moves > 0, f"the comparison found the clean path better and moved traffic ({moves} time(s))", failures)
     elif name == "dual_both":
-        check(keeps > 0 and moves == 0, f"with both NICs lossy the comparison kept traffic in place "
-              f"({keeps} kept, {moves} moved)", failures)
+        # What must never happen: a comparison that saw both paths lose alike and still moved
+        # traffic. How many comparisons reach a verdict depends on how much each window carried
+        # (CPU load); the verdict rule itself is unit-tested (tests/failover/dual_path_test.cc).
+        check(started > 0 and moves == 0, f"with both NICs lossy no comparison moved traffic on evidence "
+              f"({started} started, {keeps} kept, {moves} moved)", failures)
     if name == "soft_loss":
         # The move must be the debounced, proactive one (a drain: nothing re-sent). The stall watchdog
         # spares a path whose peer is selectively acknowledging (loss recovery), so hard failovers
