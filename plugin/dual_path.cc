@@ -73,7 +73,7 @@ DualPathVerdict DualPathCompare::Finish(const std::vector<std::unique_ptr<Stream
       subject = window(*p);
       continue;
     }
-    if (p->draining()) continue;
+    // Draining paths count too: what they carried in the window says how good they are.
     PathWindow w = window(*p);
     if (!w.valid || w.segs_out < kMinSegments) continue;
     if (!best.valid || w.loss() < best.loss()) best = w;

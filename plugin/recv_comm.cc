@@ -51,7 +51,7 @@ Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const in
         return InvalidUsage("grouped irecv with duplicate tag " + std::to_string(tags[i]));
   }
   if (alive_paths() == 0) return RemoteError("no path left to " + peer_);
-  if (gate_.paused() || active_count_ == kMaxRequests) return Status::Ok();
+  if (gate_.paused() || active_count_ == kMaxRequests) return Progress().ok() ? Status::Ok() : error_;
   RecvRequest* r = pool_.Acquire(RequestKind::kRecv, this);
   if (r == nullptr) return Status::Ok();
   r->n = n;

@@ -17,7 +17,11 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   if (!error_.ok()) return error_;
   if (size > kMaxMessageBytes) return InvalidArgument("isend size " + std::to_string(size) + " beyond the limit");
   if (size > 0 && data == nullptr) return InvalidArgument("isend of " + std::to_string(size) + " bytes from NULL");
-  if (gate_.paused() || inflight_count_ == kMaxRequests) return Status::Ok();
+  if (gate_.paused() || inflight_count_ == kMaxRequests) {
+    // "Retry later" - and move things along meanwhile: a caller that only retries isend (without
+    // testing its outstanding requests) must still see the failover finish or a slot free up.
+    return Progress().ok() ? Status::Ok() : error_;
+  }
   SendRequest* r = pool_.Acquire(RequestKind::kSend, this);
   if (r == nullptr) return Status::Ok();
   if (inflight_count_ == 0) ack_progress_ns_ = NowNs();  // the timeout counts from the first message owed
@@ -467,7 +471,10 @@ void SendComm::TryFailback(uint64_t now_ns) {
 
 Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {
   *done = 0;
-  Status s = r->acked ? Status::Ok() : Progress();
+  // While a failover holds completions, testing even an acknowledged request must progress the
+  // communicator: the caller may be waiting on exactly this request, and the failover ends only
+  // when the re-sent data's acknowledgements are read.
+  Status s = r->acked && !gate_.paused() ? Status::Ok() : Progress();
   if (!r->acked && !s.ok()) return s;  // a completed request stays complete even if the comm failed later
   if (gate_.paused() || !r->acked) return Status::Ok();
   *done = 1;
