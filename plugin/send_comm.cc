@@ -49,11 +49,21 @@ StreamPath* SendComm::PickPath(SendRequest& r) {
       return p.queued_data_frames() < opts_.max_queued_chunks && p.CanQueue() ? &p : nullptr;
     r.home_path = -1;
   }
+  // Least loaded: bytes queued here, plus - for striped messages - what the kernel still holds for
+  // the socket (unsent or unacknowledged). A slow or lossy path takes everything the kernel will
+  // buffer, so our own queue alone would keep feeding it; one ioctl per path per 512 KiB chunk.
+  const bool striped = r.size >= opts_.stripe_min_bytes;
   StreamPath* best = nullptr;
+  uint64_t best_load = 0;
   for (auto& p : paths_) {
     if (!p->alive() || p->draining() || !p->CanQueue() || p->queued_data_frames() >= opts_.max_queued_chunks)
       continue;
-    if (best == nullptr || p->queued_payload_bytes() < best->queued_payload_bytes()) best = p.get();
+    uint64_t load = p->queued_payload_bytes();
+    if (striped) load += static_cast<uint64_t>(std::max<int64_t>(p->KernelUnackedBytes(), 0));
+    if (best == nullptr || load < best_load) {
+      best = p.get();
+      best_load = load;
+    }
   }
   if (best != nullptr && r.size < opts_.stripe_min_bytes) r.home_path = best->index();
   return best;
