@@ -184,6 +184,10 @@ void SendComm::BeginFailover(StreamPath& dead, const std::string& why, uint64_t 
     return;
   }
   // The receiver's acknowledgements may have been riding the dead path: ask for them again.
+  RequestAcks();
+}
+
+void SendComm::RequestAcks() {
   for (auto& p : paths_) {
     if (!p->alive() || p->draining() || !p->CanQueue()) continue;
     FrameHeader h{};
@@ -310,7 +314,25 @@ Status SendComm::Progress() {
   return error_;
 }
 
+void SendComm::ProbeCredit(uint64_t now_ns) {
+  // Messages wait for credit (the receiver's posted buffers). If credit does not move, the receiver
+  // may simply be busy - or its credit went out on a path that died silently, which nothing else
+  // here would notice (no data in flight on it). Ask for it again on every path, backing off.
+  const SendRequest& head = *inflight_[inflight_head_];
+  if (head.seq < credit_ || credit_ != credit_seen_) {
+    credit_seen_ = credit_;
+    credit_wait_ns_ = now_ns;
+    credit_probe_gap_ns_ = kCreditProbeNs;
+    return;
+  }
+  if (now_ns - credit_wait_ns_ < credit_probe_gap_ns_) return;
+  RequestAcks();
+  credit_wait_ns_ = now_ns;
+  credit_probe_gap_ns_ = std::min<uint64_t>(credit_probe_gap_ns_ * 2, 1'000'000'000);
+}
+
 void SendComm::CheckAckTimeout(uint64_t now_ns) {
+  if (inflight_count_ > 0) ProbeCredit(now_ns);
   if (opts_.resend_timeout_ms == 0 || inflight_count_ == 0) return;
   if (acked_seq_ != ack_seen_) {
     ack_seen_ = acked_seq_;
@@ -354,6 +376,7 @@ void SendComm::CheckAckTimeout(uint64_t now_ns) {
     }
     if (r.home_path >= 0 && !paths_[static_cast<size_t>(r.home_path)]->alive()) r.home_path = -1;
   }
+  RequestAcks();  // the acknowledgement itself may be what went missing
   ++timeout_resends_;
   ++timeout_streak_;
   resent_bytes_ += bytes;

@@ -51,7 +51,14 @@ class SendComm final : public Comm {
   uint64_t timeout_resends_ = 0;
   uint32_t timeout_streak_ = 0;
   bool stuck_reported_ = false;
-  void CheckAckTimeout(uint64_t now_ns);  // the receiver has posted buffers for every message below this  // every message below this is acknowledged
+  void CheckAckTimeout(uint64_t now_ns);
+  // Asks the receiver to repeat its acknowledgement and credit on every usable path (kAckRequest).
+  void RequestAcks();
+  void ProbeCredit(uint64_t now_ns);
+  static constexpr uint64_t kCreditProbeNs = 20'000'000;
+  uint64_t credit_seen_ = 0;
+  uint64_t credit_wait_ns_ = 0;
+  uint64_t credit_probe_gap_ns_ = kCreditProbeNs;  // the receiver has posted buffers for every message below this  // every message below this is acknowledged
   uint64_t resent_bytes_ = 0;
   uint64_t peer_lost_ = 0;  // bit i: the receiver reported path i lost
   uint64_t peer_nic_news_ = 0;  // bit i: peer_nic_degraded_ bit i changed; acted on after the pump round
