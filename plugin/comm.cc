@@ -123,6 +123,20 @@ std::string Comm::DescribeAlive() const {
   return out.empty() ? "no path" : out;
 }
 
+void Comm::QueueControl(StreamPath& p, const Control& c) {
+  FrameHeader h{};
+  h.type = static_cast<uint8_t>(c.type);
+  h.path = static_cast<uint16_t>(p.index());
+  h.seq = c.seq;
+  h.offset = c.offset;
+  h.tag = c.tag;
+  h.flags = c.flags;
+  h.total = c.total;
+  h.task_hash = opts_.task_hash;
+  SealHeader(&h);
+  p.Queue(h, nullptr);
+}
+
 void Comm::ReplacePath(int index, std::unique_ptr<ByteStream> stream) {
   auto& slot = paths_[static_cast<size_t>(index)];
   if (slot->alive()) slot->Abort();  // stale: the peer gave up on it, whatever it still holds is re-sent

@@ -134,6 +134,16 @@ class Comm : public FrameSink {
   uint64_t dual_path_moves_ = 0;
   uint64_t dual_path_keeps_ = 0;
 
+  // Queues a payload-less control frame on `p`, stamped with this connection's task.
+  struct Control {
+    FrameType type;
+    uint64_t seq = 0;
+    uint64_t offset = 0;
+    int32_t tag = 0;
+    uint16_t flags = 0;
+    uint64_t total = 0;
+  };
+  void QueueControl(StreamPath& p, const Control& c);
   // Puts a fresh stream in place of path `index` (failback); the old stream, dead or stale, is dropped.
   void ReplacePath(int index, std::unique_ptr<ByteStream> stream);
   // Incarnation of each path index: a loss report about an older incarnation is ignored.

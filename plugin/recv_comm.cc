@@ -236,17 +236,8 @@ bool RecvComm::SendControl(FrameType type, uint64_t seq, int32_t tag, uint16_t f
   bool sent = false;
   for (auto& p : paths_) {
     if (!p->alive() || !p->CanQueue() || (only != nullptr && p.get() != only)) continue;
-    FrameHeader h{};
-    h.type = static_cast<uint8_t>(type);
-    h.path = static_cast<uint16_t>(p->index());
-    h.seq = seq;
-    h.offset = next_post_seq_;  // credit: the sender may send messages below this sequence
-    h.tag = tag;
-    h.flags = flags;
-    h.total = total;
-    h.task_hash = opts_.task_hash;
-    SealHeader(&h);
-    p->Queue(h, nullptr);
+    // offset carries the credit: the sender may send messages below this sequence.
+    QueueControl(*p, Control{type, seq, next_post_seq_, tag, flags, total});
     p->Flush();
     sent = true;
   }
@@ -287,13 +278,7 @@ Status RecvComm::Progress() {
       rejoin_info_sent_ = true;
       for (auto& p : paths_) {
         if (!p->alive() || !p->CanQueue()) continue;
-        FrameHeader h{};
-        h.type = static_cast<uint8_t>(FrameType::kRejoinInfo);
-        h.path = static_cast<uint16_t>(p->index());
-        h.offset = rejoin_port_;
-        h.task_hash = opts_.task_hash;
-        SealHeader(&h);
-        p->Queue(h, nullptr);
+        QueueControl(*p, Control{FrameType::kRejoinInfo, 0, rejoin_port_});
       }
     }
     RejoinHub::Get().Poll(NowNs());

@@ -190,13 +190,7 @@ void SendComm::BeginFailover(StreamPath& dead, const std::string& why, uint64_t 
 void SendComm::RequestAcks() {
   for (auto& p : paths_) {
     if (!p->alive() || p->draining() || !p->CanQueue()) continue;
-    FrameHeader h{};
-    h.type = static_cast<uint8_t>(FrameType::kAckRequest);
-    h.path = static_cast<uint16_t>(p->index());
-    h.seq = acked_seq_;
-    h.task_hash = opts_.task_hash;
-    SealHeader(&h);
-    p->Queue(h, nullptr);
+    QueueControl(*p, Control{FrameType::kAckRequest, acked_seq_});
   }
 }
 
