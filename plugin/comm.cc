@@ -22,6 +22,7 @@ Comm::Comm(std::vector<std::unique_ptr<StreamPath>> paths, const CommOptions& op
       peer_(std::move(peer)),
       watchdog_(uint64_t{opts.path_stall_ms} * 1'000'000, opts.link_events, uint64_t{opts.path_stall_fast_ms} * 1'000'000) {
   stats_slots_.fill(sla::StatsTable::kInvalid);
+  watchdog_.set_loss_ratio(opts.path_loss_ppm / 1e6);
 }
 
 Comm::~Comm() {

@@ -54,6 +54,7 @@ struct CommOptions {
   // carrier loss on a path's interface (rtnetlink) kills it at once.
   uint32_t path_stall_ms = 0;
   uint32_t path_stall_fast_ms = 0;  // relative rule (PathWatchdog::JudgeRelative); 0: off
+  uint32_t path_loss_ppm = PathWatchdog::kDefaultLossPpm;  // soft rule's loss threshold
   uint32_t resend_timeout_ms = 0;  // 0: no acknowledgement-timeout re-send
   bool link_events = false;
   // Failback: the connection's identity on the wire, and (sender) how to reconnect each path.

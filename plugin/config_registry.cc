@@ -44,6 +44,11 @@ const std::vector<KnobSpec> kSpecs = {
      "acknowledged has its unacknowledged data re-sent elsewhere and is drained, kept open until it answers "
      "or the absolute rule declares it dead (a cut behind a switch that no carrier event reports); paths "
      "recovering a loss are exempt; 0 = off"},
+    {"FLEXIFORCE_PATH_LOSS_PPM", KnobType::kInt, "5000", 1, 1000000,
+     "soft rule: a path that lost this many of every million segments it sent (retransmissions the peer "
+     "did not report as duplicates) over 500 ms - at least 20,000 segments, and at least twice the best "
+     "other path's loss plus half this - three checks in a row, is drained (nothing re-sent). 5000 = 0.5%: "
+     "a healthy path loses ~0.06%, a link with 1% loss shows 0.9-1.4%"},
     {"FLEXIFORCE_RESEND_TIMEOUT_MS", KnobType::kInt, "250", 0, 3600000,
      "when the peer's kernel holds every byte sent but no acknowledgement came for this long, re-send the "
      "unacknowledged messages (the receiver drops duplicates); bounds any loss a failover missed; 0 = off"},
@@ -199,6 +204,7 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.resend_timeout_ms = static_cast<int>(num("FLEXIFORCE_RESEND_TIMEOUT_MS"));
   c.path_stall_fast_ms = static_cast<int>(num("FLEXIFORCE_PATH_STALL_FAST_MS"));
   c.link_events = num("FLEXIFORCE_LINK_EVENTS") != 0;
+  c.path_loss_ppm = static_cast<int>(num("FLEXIFORCE_PATH_LOSS_PPM"));
   c.failback_ms = static_cast<int>(num("FLEXIFORCE_FAILBACK_MS"));
   c.dual_path_ms = static_cast<int>(num("FLEXIFORCE_DUAL_PATH_MS"));
   c.nic_health = num("FLEXIFORCE_NIC_HEALTH") != 0;

@@ -44,6 +44,7 @@ struct Config {
   int resend_timeout_ms;
   int path_stall_fast_ms;  // FLEXIFORCE_PATH_STALL_FAST_MS; 0: only the absolute stall rule
   bool link_events;
+  int path_loss_ppm;     // FLEXIFORCE_PATH_LOSS_PPM: the soft rule's loss threshold
   int failback_ms;       // FLEXIFORCE_FAILBACK_MS; 0: failed paths stay down
   int dual_path_ms;      // FLEXIFORCE_DUAL_PATH_MS; 0: no canary comparison
   bool nic_health;       // FLEXIFORCE_NIC_HEALTH

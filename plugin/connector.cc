@@ -214,6 +214,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   opts.path_stall_ms = static_cast<uint32_t>(cfg.path_stall_ms);
   opts.path_stall_fast_ms = static_cast<uint32_t>(cfg.path_stall_fast_ms);
   opts.resend_timeout_ms = static_cast<uint32_t>(cfg.resend_timeout_ms);
+  opts.path_loss_ppm = static_cast<uint32_t>(cfg.path_loss_ppm);
   opts.link_events = cfg.link_events;
   TaskProfile& task = st.task();
   opts.stats_task = task.stats_task;

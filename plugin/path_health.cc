@@ -5,7 +5,11 @@
 #include <linux/tcp.h>  // glibc's tcp_info lacks tcpi_bytes_acked
 #include <sys/socket.h>
 
+#include <cstddef>
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "plugin/link_monitor.h"
@@ -47,6 +51,8 @@ TcpProgress ProbeTcp(int fd) {
   tp.rtt_us = ti.tcpi_rtt;
   tp.sacked = ti.tcpi_sacked;
   tp.ca_state = ti.tcpi_ca_state;
+  if (len >= offsetof(tcp_info, tcpi_dsack_dups) + sizeof(ti.tcpi_dsack_dups)) tp.dsack_dups = ti.tcpi_dsack_dups;
+  tp.reord_seen = ti.tcpi_reord_seen;
   return tp;
 }
 
@@ -68,6 +74,13 @@ bool PathWatchdog::Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathF
   // and the kernel's own time of the last acknowledgement of any kind (duplicate/SACK included).
   // One segment in flight may wait for the peer's delayed ACK (40 ms and more): only two or more,
   // which a live receiver acknowledges at once, count as evidence.
+  // A silence that ends in progress was a healthy delay (a busy host, a descheduled softirq): it
+  // tells the relative rule how long this host's acknowledgements can lag without a fault.
+  // Only a silence watched sample by sample counts: after a pause of this thread the gap is unknown.
+  if (s.unacked >= 2 && tp.bytes_acked != s.bytes_acked && s.last_progress_ns != 0 && now_ns > s.last_progress_ns &&
+      s.last_sample_ns != 0 && now_ns - s.last_sample_ns <= kAckGapSampleSpacingNs)
+    NoteHealthyAckGap(now_ns - s.last_progress_ns, now_ns);
+  s.last_sample_ns = now_ns;
   if (tp.unacked_segments < 2 || tp.bytes_acked != s.bytes_acked || s.last_progress_ns == 0) {
     s.last_progress_ns = now_ns;
   } else {
@@ -96,17 +109,51 @@ bool PathWatchdog::Judge(int path, const TcpProgress& tp, uint64_t now_ns, PathF
   return true;
 }
 
+namespace {
+// The longest healthy acknowledgement gap seen lately by any path of this process, and when: a busy
+// host delays every connection's acknowledgements alike, so one estimate serves them all.
+std::atomic<uint64_t> g_ack_gap_ns{0};
+std::atomic<uint64_t> g_ack_gap_at_ns{0};
+}  // namespace
+
+uint64_t PathWatchdog::RecentAckGap(uint64_t now_ns) {
+  const uint64_t gap = g_ack_gap_ns.load(std::memory_order_relaxed);
+  const uint64_t at = g_ack_gap_at_ns.load(std::memory_order_relaxed);
+  if (gap == 0 || now_ns < at) return gap;
+  // Halves every kAckGapHalfLifeNs without a new maximum: a host that calmed down detects fast again.
+  const uint64_t halvings = (now_ns - at) / kAckGapHalfLifeNs;
+  return halvings >= 63 ? 0 : gap >> halvings;
+}
+
+void PathWatchdog::NoteHealthyAckGap(uint64_t gap_ns, uint64_t now_ns) {
+  if (gap_ns < kAckGapFloorNs || gap_ns > kAckGapCeilingNs) return;
+  if (gap_ns < RecentAckGap(now_ns)) return;
+  g_ack_gap_ns.store(gap_ns, std::memory_order_relaxed);
+  g_ack_gap_at_ns.store(now_ns, std::memory_order_relaxed);
+}
+
+void PathWatchdog::ResetAckGapHistory() {
+  g_ack_gap_ns.store(0, std::memory_order_relaxed);
+  g_ack_gap_at_ns.store(0, std::memory_order_relaxed);
+}
+
+uint64_t PathWatchdog::RelativeLimit(uint32_t rtt_us, uint64_t now_ns) const {
+  return std::max({fast_stall_ns_, 8 * uint64_t{rtt_us} * 1000, kAckGapMargin * RecentAckGap(now_ns)});
+}
+
 bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out) {
   if (fast_stall_ns_ == 0 || static_cast<size_t>(path) >= states_.size()) return false;
   const State& s = states_[static_cast<size_t>(path)];
   if (!s.alive || s.unacked < 2 || s.recovering || s.last_progress_ns == 0) return false;
   const uint64_t silent = now_ns - s.last_progress_ns;
-  const uint64_t limit = std::max(fast_stall_ns_, 8 * uint64_t{s.rtt_us} * 1000);
+  const uint64_t limit = RelativeLimit(s.rtt_us, now_ns);
   if (silent < limit) return false;
   for (size_t j = 0; j < states_.size(); ++j) {
     const State& o = states_[j];
-    if (static_cast<int>(j) == path || !o.alive || o.last_advance_ns <= s.last_progress_ns) continue;
-    if (now_ns - o.last_advance_ns >= limit) continue;
+    // The other path must have been acknowledged well into this one's silence: one that fell silent
+    // at the same moment (a busy host stalls them all) is no evidence.
+    if (static_cast<int>(j) == path || !o.alive || o.last_advance_ns < s.last_progress_ns + limit / 2) continue;
+    if (now_ns - o.last_advance_ns >= limit / 2) continue;
     out->path = path;
     out->cause = PathFault::kSilent;
     out->silent_ns = silent;
@@ -118,55 +165,110 @@ bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out
   return false;
 }
 
-bool PathWatchdog::JudgeSoft(int path, uint32_t retransmits, uint64_t now_ns, PathFaultReport* out) {
+void PathWatchdog::SampleSoft(int path, const TcpProgress& tp) {
   State& s = StateOf(path);
-  if (!s.retrans_seen) {
-    s.retrans_seen = true;
-    s.retrans = retransmits;
-    s.window_start_ns = now_ns;
-    return false;
+  const SoftCounters c{tp.retransmits, tp.dsack_dups, tp.reord_seen, tp.segs_out};
+  if (!s.soft_seen || c.retrans < s.cur.retrans || c.dsacks < s.cur.dsacks || c.reord < s.cur.reord ||
+      c.segs < s.cur.segs) {
+    s.soft_seen = true;
+    s.prev = s.cur = s.now = c;
+    s.have_prev = false;
   }
-  if (retransmits != s.retrans) {
-    s.window_dirty = true;
-    s.last_retrans_ns = now_ns;
+  s.now = c;
+  s.soft_sampled = true;
+}
+
+bool PathWatchdog::CloseSoftWindow(uint64_t now_ns, uint64_t draining_mask, PathFaultReport* out) {
+  if (soft_window_start_ns_ == 0) soft_window_start_ns_ = now_ns;
+  if (now_ns - soft_window_start_ns_ < kSoftWindowNs) return false;
+  soft_window_start_ns_ = now_ns;
+  // Each path's loss over its span (the last kSoftSpanWindows windows), -1 where the span holds too
+  // few segments to tell. Windows are judged one late, so the peer's duplicate reports (DSACK) for a
+  // window's retransmissions have arrived: a retransmission the peer already had was spurious (a
+  // late or reordered acknowledgement, as on a busy host), not a lost segment.
+  double ratio[kMaxPaths];
+  double other[kMaxPaths];  // the same, as evidence about the other paths: a quarter of the segments do
+  const size_t n = std::min<size_t>(states_.size(), kMaxPaths);
+  for (size_t i = 0; i < n; ++i) {
+    State& s = states_[i];
+    ratio[i] = other[i] = -1.0;
+    if (!s.soft_sampled) {  // dead or not sampled: its history no longer describes the path
+      s.have_prev = false;
+      s.span_len = 0;
+      s.soft_streak = 0;
+      continue;
+    }
+    if (s.have_prev) {
+      const uint64_t retrans = s.cur.retrans - s.prev.retrans;
+      const uint64_t spurious = s.now.dsacks - s.prev.dsacks;
+      SoftWindow& w = s.span[s.span_next];
+      w.lost = retrans > spurious && s.cur.reord == s.prev.reord ? retrans - spurious : 0;
+      w.segs = s.cur.segs - s.prev.segs;
+      s.span_next = (s.span_next + 1) % kSoftSpanWindows;
+      s.span_len = std::min(s.span_len + 1, kSoftSpanWindows);
+      // The duplicates counted here are spent: the next window counts its own from now on.
+      s.cur.dsacks = s.now.dsacks;
+      uint64_t lost = 0, segs = 0;
+      int lossy_windows = 0;
+      for (int k = 0; k < s.span_len; ++k) {
+        lost += s.span[k].lost;
+        segs += s.span[k].segs;
+        lossy_windows += s.span[k].lost > 0;
+      }
+      // A healthy path loses a whole offload packet now and then, sometimes a few at once; a lossy
+      // link loses all along: the loss must be spread over several windows of the span.
+      if (lossy_windows < kSoftLossyWindows) lost = 0;
+      const double r = segs == 0 ? 0.0 : static_cast<double>(lost) / static_cast<double>(segs);
+      if (segs >= kSoftMinSegments) ratio[i] = r;
+      if (segs >= kSoftMinSegments / 4) other[i] = r;
+    }
+    s.prev = s.cur;
+    s.cur = s.now;
+    s.have_prev = true;
+    s.soft_sampled = false;
   }
-  s.retrans = retransmits;
-  if (now_ns - s.window_start_ns < kSoftWindowNs) return false;
-  // One window with any retransmission is one detection, however many segments it lost.
-  const bool detected = s.window_dirty;
-  s.window_start_ns = now_ns;
-  s.window_dirty = false;
-  if (!detected) return false;
-  // Keep only detections inside the span, then add this one.
-  int kept = 0;
-  for (int i = 0; i < s.ndetections; ++i)
-    if (now_ns - s.detections[i] < kSoftSpanNs) s.detections[kept++] = s.detections[i];
-  if (kept == kSoftDetections) {
-    std::copy(s.detections + 1, s.detections + kept, s.detections);
-    --kept;
+  int found = -1;
+  for (size_t i = 0; i < n; ++i) {
+    State& s = states_[i];
+    double best_other = -1.0;
+    for (size_t j = 0; j < n; ++j)
+      if (j != i && other[j] >= 0 && (best_other < 0 || other[j] < best_other)) best_other = other[j];
+    // Lossy: above the threshold, and clearly above the best other path. Congestion or a busy
+    // receiving host hits every path alike and is no path fault; with no other path carrying
+    // traffic to compare with there is no evidence either way, and nowhere to move the traffic.
+    const bool lossy = ratio[i] > 0 && ratio[i] >= loss_ratio_ && best_other >= 0 &&
+                       ratio[i] >= 2 * best_other + loss_ratio_ / 2;
+    if (!lossy) {
+      s.soft_streak = 0;
+      continue;
+    }
+    s.last_retrans_ns = now_ns;  // a lossy span restarts a drained path's failback clock
+    if (++s.soft_streak < kSoftDetections || (draining_mask & (uint64_t{1} << i)) || found >= 0) continue;
+    s.soft_streak = 0;
+    found = static_cast<int>(i);
+    out->path = found;
+    out->cause = PathFault::kRetransmits;
+    out->silent_ns = 0;
+    char buf[200];
+    int len = std::snprintf(buf, sizeof(buf), "lost %.2f%% of its segments over the last %d ms (threshold %.2f%%",
+                            100 * ratio[i], s.span_len * static_cast<int>(kSoftWindowNs / 1'000'000),
+                            100 * loss_ratio_);
+    if (len > 0 && static_cast<size_t>(len) < sizeof(buf))
+      std::snprintf(buf + len, sizeof(buf) - static_cast<size_t>(len), "; best other path %.2f%%", 100 * best_other);
+    out->detail = std::string(buf) + ")";
   }
-  s.detections[kept++] = now_ns;
-  s.ndetections = kept;
-  if (kept < kSoftDetections) return false;
-  s.ndetections = 0;
-  out->path = path;
-  out->cause = PathFault::kRetransmits;
-  out->silent_ns = 0;
-  out->detail = std::to_string(kSoftDetections) + " windows of " + std::to_string(kSoftWindowNs / 1'000'000) +
-                " ms with retransmissions within " + std::to_string(kSoftSpanNs / 1'000'000) + " ms (" +
-                std::to_string(retransmits) + " in total)";
-  return true;
+  return found >= 0;
 }
 
 void PathWatchdog::NoteDrained(int path, uint64_t now_ns) {
   State& s = StateOf(path);
   s.drained_ns = now_ns;
   s.last_retrans_ns = now_ns;
-  s.ndetections = 0;
+  s.soft_streak = 0;
   if (s.drains < 5) ++s.drains;
 }
 
-void PathWatchdog::NoteReadmitted(int path) { StateOf(path).ndetections = 0; }
+void PathWatchdog::NoteReadmitted(int path) { StateOf(path).soft_streak = 0; }
 
 void PathWatchdog::ResetPath(int path) {
   StateOf(path) = State{};
@@ -191,6 +293,7 @@ bool PathWatchdog::Check(const std::vector<std::unique_ptr<StreamPath>>& paths, 
     link_generation_ = gen;
   }
   for (auto& st : states_) st.alive = false;
+  uint64_t draining = 0;
   for (const auto& p : paths) {
     if (!p->alive()) continue;
     const int fd = p->stream().fd();
@@ -228,8 +331,10 @@ bool PathWatchdog::Check(const std::vector<std::unique_ptr<StreamPath>>& paths, 
     if (Judge(p->index(), tp, now_ns, out)) return true;
     // Only senders run the stall watchdog, and only their retransmissions say the path loses data.
     // A draining path is still sampled, so its failback clock restarts while it keeps losing data.
-    if (tp.valid && JudgeSoft(p->index(), tp.retransmits, now_ns, out) && !p->draining()) return true;
+    if (tp.valid) SampleSoft(p->index(), tp);
+    if (p->draining()) draining |= uint64_t{1} << p->index();
   }
+  if (stall_ns_ > 0 && CloseSoftWindow(now_ns, draining, out)) return true;
   for (const auto& p : paths)
     if (p->alive() && !p->draining() && JudgeRelative(p->index(), now_ns, out)) return true;
   return false;

@@ -23,6 +23,9 @@ Scenarios:
                   senders drain their paths on it and h1's receivers tell their senders, who drain
                   theirs (nothing re-sent); the link goes quiet; after 2 s without errors the NIC
                   recovers and the paths carry traffic again. Exact results throughout.
+  quiet           no fault at all: AllReduce/AllGather/Broadcast 1-32 MiB on both NICs of every host for
+                  FF_QUIET_S seconds (default 60), in back-to-back runs; the health rules must stay quiet:
+                  zero drains, zero hedges, zero failovers, exact results.
   failback        h1's NIC 0 goes down for 1 s and comes back: the failed paths reconnect through the
                   receivers' rejoin listeners once the carrier is stable (FLEXIFORCE_FAILBACK_MS=500),
                   the NIC carries traffic again (per-link counters), results stay exact, and
@@ -238,6 +241,48 @@ def scenario_nic_degraded(binary, state_file):
     return 1 if failures else 0
 
 
+QUIET_EVENTS = {"drains": "draining path", "hedges": "silent while another path", "failovers": "failover to ",
+                "readmissions": "back in service", "dual-path comparisons": "are compared before traffic moves",
+                "paths down": "is down:"}
+
+
+def scenario_quiet(binary, state_file):
+    """A healthy fabric under steady collective traffic: every health signal must stay silent."""
+    duration = float(os.environ.get("FF_QUIET_S", "60"))
+    failures = []
+    env = {"FLEXIFORCE_SPREAD_NICS": "1", "FLEXIFORCE_PATHS": "2"}
+    args = ["--backend", "plugin", "--coll", "allreduce,allgather,broadcast", "--min-bytes", "1M",
+            "--max-bytes", "32M", "--iters", "4", "--warmup", "1", "--timeout-s", "120"]
+    counts = {k: 0 for k in QUIET_EVENTS}
+    t0, runs, codes_all, samples = time.monotonic(), 0, [], []
+    while time.monotonic() - t0 < duration:
+        ranks = fh.Ranks(binary, state_file, args, env, ("NCCL_SOCKET_IFNAME",))
+        codes, _ = ranks.wait(150)
+        runs += 1
+        codes_all.append(codes)
+        for r in range(len(codes)):
+            text = ranks.text(r)
+            for k, needle in QUIET_EVENTS.items():
+                n = text.count(needle)
+                counts[k] += n
+                if n:
+                    samples += [f"rank {r}: " + line.split("NET/FlexiForce : ", 1)[-1][:220]
+                                for line in text.splitlines() if needle in line][:3]
+        if any(c != 0 for c in codes):
+            ranks.dump()
+            break
+    elapsed = time.monotonic() - t0
+    check(all(c == 0 for codes in codes_all for c in codes),
+          f"{runs} back-to-back run(s) over {elapsed:.0f} s: every rank passed its exact checks", failures)
+    check(elapsed >= duration, f"the traffic lasted {elapsed:.0f} s (wanted {duration:.0f} s)", failures)
+    print("      " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+    for line in samples[:12]:
+        print("        " + line)
+    for k, v in counts.items():
+        check(v == 0, f"no {k} on a healthy fabric ({v})", failures)
+    return 1 if failures else 0
+
+
 def stats_failovers(flexiforce, stats_dir):
     """Sum of the failover counters of every (finished) process in stats_dir, via `flexiforce stats --json`."""
     out = subprocess.run([flexiforce, "stats", "--dir", stats_dir, "--include-stale", "--json"], check=True,
@@ -370,7 +415,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--collective", required=True, help="path of the ff-collective binary")
     ap.add_argument("--scenario", required=True, choices=["nic_down", "spine_down", "all_paths_down", "peer_killed", "soft_loss", "flap",
-                                                     "failback", "dual_one", "dual_both", "nic_degraded"])
+                                                     "failback", "dual_one", "dual_both", "nic_degraded",
+                                                     "quiet"])
     ap.add_argument("--flexiforce", help="path of the flexiforce CLI: nic_down then checks `flexiforce stats`")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -384,6 +430,8 @@ def main():
         return scenario_survives(binary, state, a.scenario, a.flexiforce and os.path.abspath(a.flexiforce))
     if a.scenario == "nic_degraded":
         return scenario_nic_degraded(binary, state)
+    if a.scenario == "quiet":
+        return scenario_quiet(binary, state)
     if a.scenario == "failback":
         return scenario_failback(binary, state, a.flexiforce and os.path.abspath(a.flexiforce))
     if a.scenario in ("soft_loss", "flap", "dual_one", "dual_both"):
