@@ -2,6 +2,7 @@
 #include "pcie/sysfs_attribute.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,8 +32,21 @@ SysfsAttribute& SysfsAttribute::operator=(SysfsAttribute&& other) noexcept {
   return *this;
 }
 
+void SysfsAttribute::ReopenIfReplaced() const {
+  // A file replaced by rename (how fixture trees and tools update a file atomically) leaves our
+  // descriptor on the unlinked old inode, which would read stale values forever. sysfs never does
+  // this; the check costs one fstat per read.
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || st.st_nlink != 0) return;
+  const int fresh = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fresh < 0) return;
+  ::close(fd_);
+  fd_ = fresh;
+}
+
 std::optional<std::string_view> SysfsAttribute::ReadText(char* buf, size_t cap) const {
   if (fd_ < 0 || cap == 0) return std::nullopt;
+  ReopenIfReplaced();
   ssize_t n;
   do {
     // sysfs regenerates the content on every read at offset 0.

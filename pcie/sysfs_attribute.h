@@ -39,8 +39,10 @@ class SysfsAttribute {
   void ReportMalformed(const WarnFn& warn, std::string_view got, std::string_view expected);
 
  private:
+  void ReopenIfReplaced() const;
+
   std::string path_;
-  int fd_ = -1;
+  mutable int fd_ = -1;
   bool warned_ = false;
 };
 

@@ -187,8 +187,13 @@ void Comm::OnNicVerdict(StreamPath& p, bool degraded, const std::string& why) {
 }
 
 void Comm::SoftDegrade(StreamPath& p, const std::string& why, uint64_t now_ns) {
-  // Move traffic only while another path takes it; a degraded path stays better than an error.
+  // Move traffic only while another path takes it, and one whose NICs are healthy: when every path's
+  // NIC is degraded alike, moving traffic gains nothing. A degraded path stays better than an error.
   if (!p.alive() || p.draining() || usable_paths() < 2) return;
+  bool healthy_other = false;
+  for (const auto& q : paths_)
+    healthy_other |= q.get() != &p && q->alive() && !q->draining() && !NicDegraded(q->index());
+  if (!healthy_other) return;
   if (opts_.dual_path_ms == 0)
     Drain(p, why);
   else if (!dual_.active())

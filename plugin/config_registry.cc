@@ -44,7 +44,7 @@ const std::vector<KnobSpec> kSpecs = {
      "acknowledged has its unacknowledged data re-sent elsewhere and is drained, kept open until it answers "
      "or the absolute rule declares it dead (a cut behind a switch that no carrier event reports); paths "
      "recovering a loss are exempt; 0 = off"},
-    {"FLEXIFORCE_PATH_LOSS_PPM", KnobType::kInt, "5000", 1, 1000000,
+    {"FLEXIFORCE_PATH_LOSS_PPM", KnobType::kInt, "4000", 1, 1000000,
      "soft rule: a path that lost this many of every million segments it sent (retransmissions the peer "
      "did not report as duplicates) over 500 ms - at least 20,000 segments, and at least twice the best "
      "other path's loss plus half this - three checks in a row, is drained (nothing re-sent). 5000 = 0.5%: "

@@ -65,10 +65,10 @@ class PathWatchdog {
   // whose retransmissions came with reordering is not counted as loss.
   static constexpr uint64_t kSoftWindowNs = 50'000'000;
   static constexpr int kSoftSpanWindows = 10;
-  static constexpr int kSoftDetections = 3;
+  static constexpr int kSoftDetections = 2;
   static constexpr uint64_t kSoftMinSegments = 20000;
   static constexpr int kSoftLossyWindows = 2;  // windows of the span that lost something
-  static constexpr uint32_t kDefaultLossPpm = 5000;
+  static constexpr uint32_t kDefaultLossPpm = 4000;
   void set_loss_ratio(double r) { loss_ratio_ = r; }
   double loss_ratio() const { return loss_ratio_; }
   // Feeds one path's cumulative counters (TCP_INFO) for the current window.

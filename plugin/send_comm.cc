@@ -282,13 +282,19 @@ Status SendComm::Progress() {
       }
     }
     if (peer_lost_ != 0 && !ApplyPeerLoss()) return error_;
-    if (peer_nic_news_ != 0) {
-      const uint64_t news = peer_nic_news_;
-      peer_nic_news_ = 0;
+    // A degraded NIC's paths are drained as long as the verdict stands (not only when it changes):
+    // a drain that had to wait - the other path was draining itself at the time - still happens.
+    // With the dual-path canary a comparison decides once per change instead.
+    const uint64_t nic_bad = opts_.dual_path_ms == 0 ? (peer_nic_degraded_ | nic_degraded_) : peer_nic_news_;
+    peer_nic_news_ = 0;
+    if (nic_bad != 0) {
       for (auto& p : paths_) {
         const uint64_t bit = uint64_t{1} << p->index();
-        if ((news & bit) && (peer_nic_degraded_ & bit))
+        if (!(nic_bad & bit) || !p->alive() || p->draining()) continue;
+        if (peer_nic_degraded_ & bit)
           SoftDegrade(*p, "the receiver's NIC under it degraded (error counters)", NowNs());
+        else if (nic_degraded_ & bit)
+          SoftDegrade(*p, "NIC " + PathInterface(p->index()) + " degraded", NowNs());
       }
     }
     if (round == 0 && rejoin_port_ != 0 && opts_.failback_ms != 0 && alive_paths() < path_count()) {

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 import unittest
 
@@ -122,7 +123,16 @@ class CliTest(unittest.TestCase):
             setpriv = shutil.which("setpriv")
             if not setpriv:
                 self.skipTest("setpriv not found; cannot drop root to test the skip path")
-            argv = [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups"] + argv
+            # The checkout may sit where nobody cannot read (a clone under /root): run a copy of the
+            # script from a directory nobody can read, from a working directory it can enter.
+            copy_dir = tempfile.mkdtemp(prefix="ff-fabric-nobody-")
+            self.addCleanup(shutil.rmtree, copy_dir, True)
+            os.chmod(copy_dir, 0o755)
+            script = os.path.join(copy_dir, "fabric.py")
+            shutil.copyfile(os.path.join(HERE, "fabric.py"), script)
+            os.chmod(script, 0o644)
+            argv = [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", script, *args]
+            return subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd="/")
         return subprocess.run(argv, capture_output=True, text=True, timeout=30)
 
     def test_up_without_root_says_so_and_exits_77(self):

@@ -10,6 +10,9 @@ Scenarios:
   all_paths_down  h1's only used NIC goes down: ranks must end with an error, within a bound set by
                   FLEXIFORCE_PEER_TIMEOUT_MS, never hang.
   peer_killed     rank 2 is killed with SIGKILL: the others end with an error within a bound.
+  loss_1pct       1% loss into h1's NIC 0 (both NICs in use): the senders to it drain that path on the
+                  loss-ratio rule (the time from the loss to the first drain is printed; the benchmark
+                  reports its distribution), nothing is re-sent, results stay exact.
   soft_loss       10% loss into h1's NIC 0 (both NICs in use): the senders' retransmit counters rise, the
                   path is drained after the debounce (3 windows within 500 ms), results stay exact.
   flap            h1's NIC 0 link goes down and up 20 times during the run: exact results, no hang,
@@ -117,7 +120,7 @@ def scenario_survives(binary, state_file, name, flexiforce=None):
 FAILBACK_DOWN_S = 1.0
 # The dual-path scenarios use 3%, which keeps TCP out of long retransmission timeouts,
 # which the stall watchdog would take for a dead path before any comparison ends.
-LOSS_PCT = {"soft_loss": "10", "dual_one": "3", "dual_both": "3"}
+LOSS_PCT = {"soft_loss": "10", "dual_one": "3", "dual_both": "3", "loss_1pct": "1"}
 
 
 def scenario_failback(binary, state_file, flexiforce):
@@ -174,15 +177,21 @@ NET_COUNTERS = ("rx_packets", "rx_bytes", "rx_crc_errors", "rx_frame_errors", "r
                 "tx_errors")
 
 
+def write_atomic(path, text):
+    """Write, then rename: a reader never sees a half-written file (the monitor reopens replaced files)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.rename(tmp, path)
+
+
 def write_nic_fixture(root, ifname, values):
-    """Writes <root>/sys/class/net/<ifname>/statistics/* in place (the monitor keeps them open)."""
+    """Writes <root>/sys/class/net/<ifname>/statistics/*, each file atomically."""
     stats = os.path.join(root, "sys", "class", "net", ifname, "statistics")
     os.makedirs(stats, exist_ok=True)
     for name in NET_COUNTERS:
-        with open(os.path.join(stats, name), "w") as f:
-            f.write(f"{values.get(name, 0)}\n")
-    with open(os.path.join(root, "sys", "class", "net", ifname, "carrier_changes"), "w") as f:
-        f.write("2\n")
+        write_atomic(os.path.join(stats, name), f"{values.get(name, 0)}\n")
+    write_atomic(os.path.join(root, "sys", "class", "net", ifname, "carrier_changes"), "2\n")
 
 
 def scenario_nic_degraded(binary, state_file):
@@ -297,6 +306,17 @@ def stats_failovers(flexiforce, stats_dir):
     return total
 
 
+def wait_for_log(ranks, needle, timeout_s):
+    """Polls the ranks' logs every 5 ms; the unix time `needle` first appeared, or None."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for r in range(len(ranks.procs)):
+            if needle in ranks.text(r):
+                return time.time()
+        time.sleep(0.005)
+    return None
+
+
 def scenario_soft(binary, state_file, name):
     state = fh.load_state(state_file)
     failures = []
@@ -305,7 +325,7 @@ def scenario_soft(binary, state_file, name):
     env = {"FLEXIFORCE_SPREAD_NICS": "1", "FLEXIFORCE_PATHS": "2"}
     if name.startswith("dual"):
         env["FLEXIFORCE_DUAL_PATH_MS"] = "400"
-    lossy = name == "soft_loss" or name.startswith("dual")
+    lossy = name in ("soft_loss", "loss_1pct") or name.startswith("dual")
     ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "48" if name.startswith("dual") else "24" if lossy else "40",
                                                       "--timeout-s", "150"], env, ("NCCL_SOCKET_IFNAME",),
                      control_rail=1)
@@ -314,8 +334,11 @@ def scenario_soft(binary, state_file, name):
     try:
         if lossy:
             # At the host's end: what h1 receives on NIC 0 loses 10%; the sending ranks see retransmits.
+            loss_at = time.time()
             for lk in links:
                 fh.fabric(state_file, "loss", lk, LOSS_PCT[name], "--at-end", "A")
+            if name == "loss_1pct":
+                drained_at = wait_for_log(ranks, "draining path", 10.0)
         else:
             flaps_started = time.monotonic() - ranks.started
             for _ in range(FLAPS):
@@ -355,8 +378,17 @@ def scenario_soft(binary, state_file, name):
         # What must never happen: a comparison that saw both paths lose alike and still moved
         # traffic. How many comparisons reach a verdict depends on how much each window carried
         # (CPU load); the verdict rule itself is unit-tested (tests/failover/dual_path_test.cc).
-        check(started > 0 and moves == 0, f"with both NICs lossy no comparison moved traffic on evidence "
-              f"({started} started, {keeps} kept, {moves} moved)", failures)
+        # Either the canary engaged and kept the traffic, or the relative loss rule already saw both
+        # paths lose alike and nothing was moved at all.
+        check(moves == 0 and (started > 0 or drains == 0), f"with both NICs lossy no comparison moved traffic on "
+              f"evidence ({started} started, {keeps} kept, {moves} moved, {drains} drain(s))", failures)
+    if name == "loss_1pct":
+        check(drains > 0 and drained_at is not None,
+              f"the path losing 1% was drained ({drains} drain(s), the first "
+              f"{1000 * (drained_at - loss_at) if drained_at else float('nan'):.0f} ms after the loss began; "
+              f"{len(events)} hard failover(s))", failures)
+        check(all("lost " in line for line in text.splitlines() if "draining path" in line),
+              "every drain was the loss-ratio rule's", failures)
     if name == "soft_loss":
         # The move must be the debounced, proactive one (a drain: nothing re-sent). The stall watchdog
         # spares a path whose peer is selectively acknowledging (loss recovery), so hard failovers
@@ -416,7 +448,7 @@ def main():
     ap.add_argument("--collective", required=True, help="path of the ff-collective binary")
     ap.add_argument("--scenario", required=True, choices=["nic_down", "spine_down", "all_paths_down", "peer_killed", "soft_loss", "flap",
                                                      "failback", "dual_one", "dual_both", "nic_degraded",
-                                                     "quiet"])
+                                                     "quiet", "loss_1pct"])
     ap.add_argument("--flexiforce", help="path of the flexiforce CLI: nic_down then checks `flexiforce stats`")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -434,7 +466,7 @@ def main():
         return scenario_quiet(binary, state)
     if a.scenario == "failback":
         return scenario_failback(binary, state, a.flexiforce and os.path.abspath(a.flexiforce))
-    if a.scenario in ("soft_loss", "flap", "dual_one", "dual_both"):
+    if a.scenario in ("soft_loss", "loss_1pct", "flap", "dual_one", "dual_both"):
         return scenario_soft(binary, state, a.scenario)
     return scenario_errors(binary, state, a.scenario)
 

@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -45,6 +47,21 @@ TEST(NicCounterReader, ReadsEveryNetCounterFile) {
   EXPECT_EQ(*c[NetCounter::kTxErrors], 16u);
   EXPECT_EQ(*c[NetCounter::kCarrierChanges], 17u);
   EXPECT_EQ(*c[NetCounter::kSpeedMbps], 100000u);
+}
+
+TEST(NicCounterReader, ACounterFileReplacedByRenameIsReadAfresh) {
+  // Tools and fixture writers update a file atomically: write a new one, rename it over the old.
+  FixtureTree t;
+  WriteStats(t, "eth0", 10);
+  NicCounterReader r(t.root(), "eth0");
+  NetCounters c;
+  r.ReadNet(&c, nullptr);
+  ASSERT_EQ(*c[NetCounter::kRxCrcErrors], 12u);
+  const std::string dir = t.root() + "/sys/class/net/eth0/statistics/";
+  t.Write("sys/class/net/eth0/statistics/rx_crc_errors.new", "99\n");
+  ASSERT_EQ(::rename((dir + "rx_crc_errors.new").c_str(), (dir + "rx_crc_errors").c_str()), 0);
+  r.ReadNet(&c, nullptr);
+  EXPECT_EQ(*c[NetCounter::kRxCrcErrors], 99u);
 }
 
 TEST(NicCounterReader, MissingFilesAreAbsentAndUnknownSpeedIsSilent) {
