@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 
+#include "plugin/absent_stream.h"
 #include "plugin/listen_handle.h"
 #include "plugin/logging.h"
 #include "plugin/path_planner.h"
@@ -26,7 +27,7 @@ struct PathAttempt {
   sockaddr_storage remote{};
   uint16_t sport_lo = 0;
   uint16_t sport_hi = 0;
-  enum class Stage { kConnecting, kHello, kDone } stage = Stage::kConnecting;
+  enum class Stage { kConnecting, kHello, kDone, kAbsent } stage = Stage::kConnecting;
   FrameHeader hello{};
   uint32_t sent = 0;
 };
@@ -40,6 +41,9 @@ struct PendingConnect {
   PathPlan plan;
   std::vector<PathAttempt> paths;
   std::chrono::steady_clock::time_point deadline;
+  // When the first path completed: the others get kPathSetupGrace more, then the connection starts
+  // without them (a link lost during setup must not hold the whole connection).
+  std::chrono::steady_clock::time_point first_done{};
 };
 
 // Pointers we stored into handles; anything else found there is not trusted.
@@ -142,7 +146,15 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   }
 
   bool all_done = true;
+  const auto now = std::chrono::steady_clock::now();
+  const bool grace_over = pc->first_done != std::chrono::steady_clock::time_point{} &&
+                          now - pc->first_done >= PathSetupGrace(cfg.connect_timeout_ms);
   for (auto& a : pc->paths) {
+    if (a.stage == PathAttempt::Stage::kConnecting && grace_over) {
+      a.socket.reset();
+      a.stage = PathAttempt::Stage::kAbsent;
+      continue;
+    }
     if (a.stage == PathAttempt::Stage::kConnecting) {
       int err = 0;
       tcp::ConnectProgress cp = tcp::PollConnect(a.socket.fd(), &err);
@@ -195,13 +207,25 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       a.sent += static_cast<uint32_t>(w);
       if (a.sent == sizeof(FrameHeader)) a.stage = PathAttempt::Stage::kDone;
     }
-    all_done &= a.stage == PathAttempt::Stage::kDone;
+    if (a.stage == PathAttempt::Stage::kDone && pc->first_done == std::chrono::steady_clock::time_point{})
+      pc->first_done = now;
+    all_done &= a.stage == PathAttempt::Stage::kDone || a.stage == PathAttempt::Stage::kAbsent;
   }
   if (!all_done) return Status::Ok();
 
   std::vector<std::unique_ptr<StreamPath>> paths;
+  std::vector<int> absent;
   for (size_t i = 0; i < pc->paths.size(); ++i) {
     auto& a = pc->paths[i];
+    if (a.stage == PathAttempt::Stage::kAbsent) {
+      absent.push_back(static_cast<int>(i));
+      paths.push_back(std::make_unique<StreamPath>(
+          static_cast<int>(i),
+          std::make_unique<AbsentStream>(tcp::AddressToString(a.local) + "->" + tcp::PeerToString(a.remote) +
+                                         " (not connected)")));
+      paths.back()->MarkDead();
+      continue;
+    }
     std::string desc = tcp::AddressToString(a.local) + ":" + std::to_string(tcp::LocalPort(a.socket.fd())) + "->" +
                        tcp::PeerToString(a.remote);
     paths.push_back(
@@ -236,7 +260,14 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   for (const auto& a : pc->paths) opts.endpoints.push_back(PathEndpoint{a.local, a.remote, a.sport_lo, a.sport_hi});
   std::string peer = tcp::PeerToString(pc->handle.addrs[0]);
   *out = std::make_unique<SendComm>(std::move(paths), opts, peer);
-  FF_INFO(NCCL_NET, "connected to %s with %zu path(s)", peer.c_str(), pc->paths.size());
+  for (int i : absent) (*out)->StartWithoutPath(i);
+  if (!absent.empty())
+    FF_WARN("connected to %s with %zu of %zu path(s): the others did not connect within %lld ms of the first; "
+            "they join through failback",
+            peer.c_str(), pc->paths.size() - absent.size(), pc->paths.size(),
+            static_cast<long long>(PathSetupGrace(cfg.connect_timeout_ms).count()));
+  else
+    FF_INFO(NCCL_NET, "connected to %s with %zu path(s)", peer.c_str(), pc->paths.size());
   Forget(handle, pc);
   return Status::Ok();
 }

@@ -1,6 +1,8 @@
 // Non-blocking connect: opens every path, sends each one's hello, then yields a SendComm.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 
 #include "plugin/send_comm.h"
@@ -8,6 +10,13 @@
 namespace ff {
 
 struct NetContext;
+
+// Once one path of a connection is up, how long the others may take before the connection starts
+// without them (they join later through failback): 2 s, or the connect timeout if shorter. Both
+// connect and accept apply it, so a link lost during setup delays the connection, never hangs it.
+inline std::chrono::milliseconds PathSetupGrace(int connect_timeout_ms) {
+  return std::chrono::milliseconds(std::min(connect_timeout_ms, 2000));
+}
 
 // Call repeatedly with the same handle until *out is set or an error returns. Progress is kept in
 // the handle's reserved bytes, as NCCL expects of connect().

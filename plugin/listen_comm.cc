@@ -3,8 +3,11 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cstring>
 
+#include "plugin/absent_stream.h"
+#include "plugin/connector.h"
 #include "plugin/listen_handle.h"
 #include "plugin/logging.h"
 #include "plugin/plugin_state.h"
@@ -92,8 +95,14 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
       Reject(p, "hello with path " + std::to_string(index) + " of " + std::to_string(npaths));
       continue;
     }
+    if (std::find(started_partial_.begin(), started_partial_.end(), p.hello.seq) != started_partial_.end()) {
+      Reject(p, "path " + std::to_string(index) + " of connection " + std::to_string(p.hello.seq) +
+                    " arrived after the connection started without it; it joins through failback");
+      continue;
+    }
     Group& g = groups_[p.hello.seq];
     if (g.npaths == 0) {
+      g.first_ns = now;
       g.npaths = npaths;
       g.streams.resize(npaths);
       g.chunk_bytes = p.hello.task_hash;
@@ -109,11 +118,22 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
   }
   std::erase_if(pending_, [](const PendingHello& p) { return !p.socket.valid(); });
 
+  const uint64_t grace_ns = static_cast<uint64_t>(
+      std::chrono::nanoseconds(PathSetupGrace(PluginState::Get().config().connect_timeout_ms)).count());
   for (auto it = groups_.begin(); it != groups_.end(); ++it) {
     Group& g = it->second;
-    if (g.arrived != g.npaths) continue;
+    const bool partial = g.arrived < g.npaths;
+    if (partial && now - g.first_ns < grace_ns) continue;
     std::vector<std::unique_ptr<StreamPath>> paths;
+    int first_present = -1;
     for (int i = 0; i < g.npaths; ++i) {
+      if (g.streams[i] == nullptr) {
+        // Never arrived (a link lost during setup): the path starts dead; the sender reconnects it.
+        paths.push_back(std::make_unique<StreamPath>(i, std::make_unique<AbsentStream>("path not connected")));
+        paths.back()->MarkDead();
+        continue;
+      }
+      if (first_present < 0) first_present = i;
       const Config& cfg = PluginState::Get().config();
       tcp::PathSocketOptions o;
       o.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
@@ -139,9 +159,16 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     opts.failback_ms = static_cast<uint32_t>(PluginState::Get().config().failback_ms);
     opts.socket_options.buffer_bytes = static_cast<int>(PluginState::Get().config().socket_buffer_bytes);
     opts.socket_options.user_timeout_ms = PluginState::Get().config().peer_timeout_ms;
-    std::string peer = paths[0]->stream().Describe();
+    std::string peer = paths[static_cast<size_t>(first_present)]->stream().Describe();
     *out = std::make_unique<RecvComm>(std::move(paths), opts, peer);
-    FF_INFO(NCCL_NET, "accepted connection from %s with %d path(s)", peer.c_str(), g.npaths);
+    if (partial) {
+      started_partial_[started_partial_next_++ % started_partial_.size()] = it->first;
+      FF_WARN("accepted connection from %s with %d of %d path(s): the others did not arrive within %llu ms of the "
+              "first; they join through failback",
+              peer.c_str(), g.arrived, g.npaths, static_cast<unsigned long long>(grace_ns / 1'000'000));
+    } else {
+      FF_INFO(NCCL_NET, "accepted connection from %s with %d path(s)", peer.c_str(), g.npaths);
+    }
     groups_.erase(it);
     break;
   }

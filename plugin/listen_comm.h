@@ -1,6 +1,7 @@
 // Listening side: one socket per local interface; admits only paths that present the handle's secret.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -37,6 +38,7 @@ class ListenComm {
     uint64_t task_hash = 0;
     std::vector<std::unique_ptr<ByteStream>> streams;
     std::vector<tcp::Socket> sockets;
+    uint64_t first_ns = 0;  // first path's arrival: the others get the setup grace from here
   };
 
   void Reject(PendingHello& p, const std::string& why);
@@ -46,6 +48,10 @@ class ListenComm {
   std::vector<tcp::Socket> listeners_;
   std::vector<PendingHello> pending_;
   std::map<uint64_t, Group> groups_;
+  // Connections accepted without some of their paths: a late hello for one of them is refused (the
+  // sender then reconnects that path through failback), never taken for a new connection.
+  std::array<uint64_t, 64> started_partial_{};
+  size_t started_partial_next_ = 0;
   uint64_t rejected_ = 0;
 };
 

@@ -112,6 +112,14 @@ void SendComm::Schedule() {
   }
 }
 
+void SendComm::StartWithoutPath(int index) {
+  const uint64_t now = NowNs();
+  Rejoin& rj = rejoin_[static_cast<size_t>(index)];
+  rj.down_ns = now;
+  rj.next_try_ns = now + uint64_t{opts_.failback_ms} * 1'000'000;
+  paths_[static_cast<size_t>(index)]->MarkDead();
+}
+
 void SendComm::OnPathLost(StreamPath& dead, const std::string& why, uint64_t silent_ns) {
   const uint64_t now = NowNs();
   Rejoin& rj = rejoin_[static_cast<size_t>(dead.index())];

@@ -16,6 +16,9 @@ class SendComm final : public Comm {
   Status Test(SendRequest* r, int* done, uint64_t* size);
   Status Progress() override;
 
+  // Path `index` never connected (setup grace expired): it starts dead and joins through failback.
+  void StartWithoutPath(int index);
+
   uint64_t unacked_messages() const { return next_seq_ - acked_seq_; }
   uint64_t resent_bytes() const { return resent_bytes_; }
 

@@ -26,6 +26,10 @@ Scenarios:
                   senders drain their paths on it and h1's receivers tell their senders, who drain
                   theirs (nothing re-sent); the link goes quiet; after 2 s without errors the NIC
                   recovers and the paths carry traffic again. Exact results throughout.
+  setup_cut       leaf1--spine1 is down (silently, behind the switches) while the ranks connect, and comes
+                  back 4 s later (steering on, paths on both spines): every connection starts on the
+                  paths that work within the setup grace instead of hanging, results are exact, and
+                  the missing paths join through failback once the link is back.
   quiet           no fault at all: AllReduce/AllGather/Broadcast 1-32 MiB on both NICs of every host for
                   FF_QUIET_S seconds (default 60), in back-to-back runs; the health rules must stay quiet:
                   zero drains, zero hedges, zero failovers, exact results.
@@ -306,6 +310,37 @@ def stats_failovers(flexiforce, stats_dir):
     return total
 
 
+def scenario_setup_cut(binary, state_file):
+    state = fh.load_state(state_file)
+    failures = []
+    link = fh.fabric_link(state, "leaf1", "spine1")
+    env = {"NCCL_SOCKET_IFNAME": "eth0", "AI_FLEXIFORCE_ENABLE": "1", "FLEXIFORCE_PATHS": "2",
+           "FLEXIFORCE_TOPOLOGY": os.environ.get("FF_FABRIC_TOPOLOGY", ""), "FLEXIFORCE_FAILBACK_MS": "500"}
+    fh.fabric(state_file, "link-down", link)
+    try:
+        ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "60", "--timeout-s", "120"], env)
+        time.sleep(4.0)
+        fh.fabric(state_file, "link-up", link)
+        restored = time.monotonic() - ranks.started
+        codes, ends = ranks.wait(150)
+    finally:
+        fh.fabric(state_file, "link-up", link)
+    text = "".join(ranks.text(r) for r in range(len(codes)))
+    partial_connects = sum(
+        1 for line in text.splitlines() if "connected to " in line and " of 2 path(s)" in line)
+    partial_accepts = sum(1 for line in text.splitlines() if "accepted connection from" in line and " of 2 path(s)" in line)
+    failbacks = text.count("failback to")
+    check(all(c == 0 for c in codes), f"every rank passed its exact checks though a spine link was down during "
+          f"setup (exit {codes})", failures)
+    check(partial_connects + partial_accepts > 0, f"connections started without the cut paths: {partial_connects} "
+          f"connect(s) and {partial_accepts} accept(s) with 1 of 2 paths", failures)
+    check(failbacks > 0 and max(ends) > restored, f"{failbacks} missing path(s) joined through failback after the "
+          f"link came back at {restored:.1f} s (run ended {max(ends):.1f} s)", failures)
+    if failures:
+        ranks.dump()
+    return 1 if failures else 0
+
+
 def wait_for_log(ranks, needle, timeout_s):
     """Polls the ranks' logs every 5 ms; the unix time `needle` first appeared, or None."""
     deadline = time.monotonic() + timeout_s
@@ -448,7 +483,7 @@ def main():
     ap.add_argument("--collective", required=True, help="path of the ff-collective binary")
     ap.add_argument("--scenario", required=True, choices=["nic_down", "spine_down", "all_paths_down", "peer_killed", "soft_loss", "flap",
                                                      "failback", "dual_one", "dual_both", "nic_degraded",
-                                                     "quiet", "loss_1pct"])
+                                                     "quiet", "loss_1pct", "setup_cut"])
     ap.add_argument("--flexiforce", help="path of the flexiforce CLI: nic_down then checks `flexiforce stats`")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -462,6 +497,8 @@ def main():
         return scenario_survives(binary, state, a.scenario, a.flexiforce and os.path.abspath(a.flexiforce))
     if a.scenario == "nic_degraded":
         return scenario_nic_degraded(binary, state)
+    if a.scenario == "setup_cut":
+        return scenario_setup_cut(binary, state)
     if a.scenario == "quiet":
         return scenario_quiet(binary, state)
     if a.scenario == "failback":
