@@ -95,7 +95,8 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
       Reject(p, "hello with path " + std::to_string(index) + " of " + std::to_string(npaths));
       continue;
     }
-    if (std::find(started_partial_.begin(), started_partial_.end(), p.hello.seq) != started_partial_.end()) {
+    const auto partial_end = started_partial_.begin() + std::min(started_partial_count_, started_partial_.size());
+    if (std::find(started_partial_.begin(), partial_end, p.hello.seq) != partial_end) {
       Reject(p, "path " + std::to_string(index) + " of connection " + std::to_string(p.hello.seq) +
                     " arrived after the connection started without it; it joins through failback");
       continue;
@@ -162,7 +163,7 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     std::string peer = paths[static_cast<size_t>(first_present)]->stream().Describe();
     *out = std::make_unique<RecvComm>(std::move(paths), opts, peer);
     if (partial) {
-      started_partial_[started_partial_next_++ % started_partial_.size()] = it->first;
+      started_partial_[started_partial_count_++ % started_partial_.size()] = it->first;
       FF_WARN("accepted connection from %s with %d of %d path(s): the others did not arrive within %llu ms of the "
               "first; they join through failback",
               peer.c_str(), g.arrived, g.npaths, static_cast<unsigned long long>(grace_ns / 1'000'000));

@@ -51,7 +51,7 @@ class ListenComm {
   // Connections accepted without some of their paths: a late hello for one of them is refused (the
   // sender then reconnects that path through failback), never taken for a new connection.
   std::array<uint64_t, 64> started_partial_{};
-  size_t started_partial_next_ = 0;
+  size_t started_partial_count_ = 0;  // entries written (the ring holds the last 64)
   uint64_t rejected_ = 0;
 };
 
