@@ -94,7 +94,8 @@ Inventory ScanInventory(const std::string& root) {
     inv.gpus.push_back(std::move(g));
   }
   std::stable_sort(inv.gpus.begin(), inv.gpus.end(), [](const GpuDevice& a, const GpuDevice& b) {
-    return std::make_tuple(a.vendor != kVendorNvidia, a.address) < std::make_tuple(b.vendor != kVendorNvidia, b.address);
+    return std::make_tuple(a.vendor != kVendorNvidia, a.address) <
+           std::make_tuple(b.vendor != kVendorNvidia, b.address);
   });
 
   // One NIC per device: a ConnectX function carries both its netdev and its RDMA device.
@@ -115,7 +116,8 @@ Inventory ScanInventory(const std::string& root) {
   }
   for (auto& [path, nic] : by_device) inv.nics.push_back(std::move(nic));
   std::sort(inv.nics.begin(), inv.nics.end(), [](const NicDevice& a, const NicDevice& b) {
-    return std::make_tuple(a.address.empty(), a.address, a.name()) < std::make_tuple(b.address.empty(), b.address, b.name());
+    return std::make_tuple(a.address.empty(), a.address, a.name()) <
+           std::make_tuple(b.address.empty(), b.address, b.name());
   });
   return inv;
 }

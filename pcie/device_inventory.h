@@ -24,8 +24,8 @@ struct GpuDevice {
 };
 
 struct NicDevice {
-  std::string address;     // the PCI function ("0000:19:00.0"); empty for a device off PCI
-  std::string sysfs_path;  // resolved device link, e.g. .../0000:00:03.0/virtio2
+  std::string address;                    // the PCI function ("0000:19:00.0"); empty for a device off PCI
+  std::string sysfs_path;                 // resolved device link, e.g. .../0000:00:03.0/virtio2
   std::vector<std::string> netdevs;       // sorted, e.g. {"ens1f0np0"}
   std::vector<std::string> rdma_devices;  // sorted, e.g. {"mlx5_0"}
   PciPlacement placement;

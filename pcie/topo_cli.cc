@@ -2,13 +2,12 @@
 // CPU affinity and PCIe link health, as text or JSON, from the live /sys or a fixture tree.
 #include <sys/stat.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "pcie/topo_report.h"
 
@@ -29,13 +28,20 @@ std::string Hex(uint32_t v, int digits) {
 
 std::string VendorName(uint32_t vendor) {
   switch (vendor) {
-    case 0x10de: return "NVIDIA";
-    case 0x1002: return "AMD";
-    case 0x8086: return "Intel";
-    case 0x1a03: return "ASPEED";
-    case 0x102b: return "Matrox";
-    case 0x1af4: return "virtio";
-    default: return Hex(vendor, 4);
+    case 0x10de:
+      return "NVIDIA";
+    case 0x1002:
+      return "AMD";
+    case 0x8086:
+      return "Intel";
+    case 0x1a03:
+      return "ASPEED";
+    case 0x102b:
+      return "Matrox";
+    case 0x1af4:
+      return "virtio";
+    default:
+      return Hex(vendor, 4);
   }
 }
 
@@ -65,7 +71,8 @@ std::string LinkText(const LinkHealth& h) {
   }
   if (h.aer_errors) {
     s += " AER cor=" + std::to_string(l.aer_correctable.value_or(0)) +
-         " nonfatal=" + std::to_string(l.aer_nonfatal.value_or(0)) + " fatal=" + std::to_string(l.aer_fatal.value_or(0));
+         " nonfatal=" + std::to_string(l.aer_nonfatal.value_or(0)) +
+         " fatal=" + std::to_string(l.aer_fatal.value_or(0));
   }
   return s;
 }
@@ -125,16 +132,19 @@ void PrintText(const TopoReport& r) {
   if (nics.empty()) {
     std::printf("no NIC found (net or infiniband class device with a device link)\n");
   } else {
-    std::vector<std::vector<std::string>> rows = {{"NIC", "Names", "PCI", "CPU Affinity", "NUMA Affinity", "PCIe link"}};
+    std::vector<std::vector<std::string>> rows = {
+        {"NIC", "Names", "PCI", "CPU Affinity", "NUMA Affinity", "PCIe link"}};
     for (size_t n = 0; n < nics.size(); ++n) {
-      rows.push_back({"NIC" + std::to_string(n), NicNames(nics[n]), nics[n].address.empty() ? "-" : nics[n].address,
-                      Cpus(nics[n].cpulist), Numa(nics[n].placement.numa_node), LinkText(r.nic_health[n])});
+      rows.push_back({"NIC" + std::to_string(n), NicNames(nics[n]),
+                      nics[n].address.empty() ? "-" : nics[n].address, Cpus(nics[n].cpulist),
+                      Numa(nics[n].placement.numa_node), LinkText(r.nic_health[n])});
     }
     PrintTable(rows);
   }
   std::printf("\nLegend:\n\n");
   for (auto d : pcie::kAllDistances) {
-    std::printf("  %-4s = %s\n", std::string(pcie::DistanceName(d)).c_str(), std::string(pcie::DistanceMeaning(d)).c_str());
+    std::printf("  %-4s = %s\n", std::string(pcie::DistanceName(d)).c_str(),
+                std::string(pcie::DistanceMeaning(d)).c_str());
   }
   std::printf("  DEGRADED = link trained below what both ends support; AER = nonzero error totals\n");
   for (const auto& w : r.warnings) std::fprintf(stderr, "flexiforce topo: warning: %s\n", w.c_str());
@@ -171,20 +181,23 @@ nlohmann::json PlacementJson(const pcie::PciPlacement& p, const std::string& cpu
 nlohmann::json ToJson(const TopoReport& r, const std::string& root) {
   const auto& gpus = r.inventory.gpus;
   const auto& nics = r.inventory.nics;
-  nlohmann::json out = {{"sysfs_root", root}, {"gpus", nlohmann::json::array()}, {"nics", nlohmann::json::array()}};
+  nlohmann::json out = {
+      {"sysfs_root", root}, {"gpus", nlohmann::json::array()}, {"nics", nlohmann::json::array()}};
   for (size_t n = 0; n < nics.size(); ++n) {
-    nlohmann::json j = {{"name", "NIC" + std::to_string(n)},
-                        {"pci", nics[n].address.empty() ? nlohmann::json(nullptr) : nlohmann::json(nics[n].address)},
-                        {"device_path", nics[n].sysfs_path},
-                        {"netdevs", nics[n].netdevs},
-                        {"rdma_devices", nics[n].rdma_devices},
-                        {"link", LinkJson(r.nic_health[n])}};
+    nlohmann::json j = {
+        {"name", "NIC" + std::to_string(n)},
+        {"pci", nics[n].address.empty() ? nlohmann::json(nullptr) : nlohmann::json(nics[n].address)},
+        {"device_path", nics[n].sysfs_path},
+        {"netdevs", nics[n].netdevs},
+        {"rdma_devices", nics[n].rdma_devices},
+        {"link", LinkJson(r.nic_health[n])}};
     j.update(PlacementJson(nics[n].placement, nics[n].cpulist));
     out["nics"].push_back(std::move(j));
   }
   for (size_t g = 0; g < gpus.size(); ++g) {
     nlohmann::json dist = nlohmann::json::object();
-    for (size_t n = 0; n < nics.size(); ++n) dist["NIC" + std::to_string(n)] = pcie::DistanceName(r.matrix[g][n]);
+    for (size_t n = 0; n < nics.size(); ++n)
+      dist["NIC" + std::to_string(n)] = pcie::DistanceName(r.matrix[g][n]);
     nlohmann::json order = nlohmann::json::array();
     for (size_t n : r.nics_by_distance[g]) order.push_back("NIC" + std::to_string(n));
     nlohmann::json j = {{"name", "GPU" + std::to_string(g)},
@@ -216,8 +229,10 @@ bool IsDirectory(const std::string& path) {
 
 int RunTopoCommand(int argc, char** argv) {
   CLI::App app{
-      "Show which NICs are near which GPUs: the GPU x NIC matrix with nvidia-smi topo -m's classes (PIX, PXB, "
-      "PHB, NODE, SYS), each device's NUMA node and local CPUs, and PCIe link health (trained vs. capable speed "
+      "Show which NICs are near which GPUs: the GPU x NIC matrix with nvidia-smi topo -m's classes (PIX, "
+      "PXB, "
+      "PHB, NODE, SYS), each device's NUMA node and local CPUs, and PCIe link health (trained vs. capable "
+      "speed "
       "and width, AER error totals). Reads sysfs only."};
   app.name("flexiforce topo");
   std::string root = "/";

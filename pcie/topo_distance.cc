@@ -10,29 +10,40 @@ namespace ff::pcie {
 
 std::string_view DistanceName(PciDistance d) {
   switch (d) {
-    case PciDistance::kPix: return "PIX";
-    case PciDistance::kPxb: return "PXB";
-    case PciDistance::kPhb: return "PHB";
-    case PciDistance::kNode: return "NODE";
-    case PciDistance::kSys: return "SYS";
+    case PciDistance::kPix:
+      return "PIX";
+    case PciDistance::kPxb:
+      return "PXB";
+    case PciDistance::kPhb:
+      return "PHB";
+    case PciDistance::kNode:
+      return "NODE";
+    case PciDistance::kSys:
+      return "SYS";
   }
   return "?";
 }
 
 std::string_view DistanceMeaning(PciDistance d) {
   switch (d) {
-    case PciDistance::kPix: return "the path crosses at most one PCIe switch";
-    case PciDistance::kPxb: return "the path crosses several PCIe switches but no host bridge";
-    case PciDistance::kPhb: return "the path crosses the PCIe host bridge (root complex, the CPU)";
-    case PciDistance::kNode: return "the path crosses host bridges within one NUMA node";
-    case PciDistance::kSys: return "the path crosses the interconnect between NUMA nodes (UPI, xGMI), or placement is unknown";
+    case PciDistance::kPix:
+      return "the path crosses at most one PCIe switch";
+    case PciDistance::kPxb:
+      return "the path crosses several PCIe switches but no host bridge";
+    case PciDistance::kPhb:
+      return "the path crosses the PCIe host bridge (root complex, the CPU)";
+    case PciDistance::kNode:
+      return "the path crosses host bridges within one NUMA node";
+    case PciDistance::kSys:
+      return "the path crosses the interconnect between NUMA nodes (UPI, xGMI), or placement is unknown";
   }
   return "";
 }
 
 int SwitchesBetween(const PciChain& a, const PciChain& b) {
   size_t common = 0;
-  while (common < a.functions.size() && common < b.functions.size() && a.functions[common] == b.functions[common])
+  while (common < a.functions.size() && common < b.functions.size() &&
+         a.functions[common] == b.functions[common])
     ++common;
   if (common == 0) return 0;  // they meet only at the host bridge
   // Below the root port (index 0) a switch is an (upstream, downstream) pair at indices

@@ -12,13 +12,15 @@ LinkHealth JudgeLink(bool present, const PcieLinkState& link) {
   // A width of 0 is a link that is down, which is the worst kind of narrow.
   if (link.current_width && width && *link.current_width < *width) h.degraded = true;
   if (link.current_speed_gts && speed && *link.current_speed_gts + 1e-6 < *speed) h.degraded = true;
-  h.aer_errors = link.aer_correctable.value_or(0) + link.aer_nonfatal.value_or(0) + link.aer_fatal.value_or(0) > 0;
+  h.aer_errors =
+      link.aer_correctable.value_or(0) + link.aer_nonfatal.value_or(0) + link.aer_fatal.value_or(0) > 0;
   return h;
 }
 
 namespace {
 
-LinkHealth ReadHealth(const std::string& root, const std::string& address, std::vector<std::string>* warnings) {
+LinkHealth ReadHealth(const std::string& root, const std::string& address,
+                      std::vector<std::string>* warnings) {
   if (address.empty()) return {};
   PcieLinkReader reader(root, address);
   PcieLinkState state;

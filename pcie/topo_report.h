@@ -24,9 +24,9 @@ LinkHealth JudgeLink(bool present, const PcieLinkState& link);
 
 struct TopoReport {
   Inventory inventory;
-  std::vector<LinkHealth> gpu_health;            // parallel to inventory.gpus
-  std::vector<LinkHealth> nic_health;            // parallel to inventory.nics
-  std::vector<std::vector<PciDistance>> matrix;  // [gpu][nic]
+  std::vector<LinkHealth> gpu_health;                 // parallel to inventory.gpus
+  std::vector<LinkHealth> nic_health;                 // parallel to inventory.nics
+  std::vector<std::vector<PciDistance>> matrix;       // [gpu][nic]
   std::vector<std::vector<size_t>> nics_by_distance;  // [gpu]: NIC indices, nearest first
   std::vector<std::string> warnings;                  // malformed sysfs files, once each
 };

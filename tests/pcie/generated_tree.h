@@ -16,8 +16,8 @@ class GeneratedTree {
     std::string tmpl = (std::filesystem::temp_directory_path() / "ff-topo-XXXXXX").string();
     dir_ = ::mkdtemp(tmpl.data());
     root_ = dir_ + "/root";
-    const std::string cmd = std::string("python3 '") + FF_PCIE_FIXTURE_SCRIPT + "' '" + FF_PCIE_FIXTURE_DIR + "/" +
-                            description + "' '" + root_ + "'";
+    const std::string cmd = std::string("python3 '") + FF_PCIE_FIXTURE_SCRIPT + "' '" + FF_PCIE_FIXTURE_DIR +
+                            "/" + description + "' '" + root_ + "'";
     ok_ = std::system(cmd.c_str()) == 0;
   }
   ~GeneratedTree() {

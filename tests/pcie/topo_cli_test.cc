@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -34,9 +33,10 @@ TEST(TopoCli, TextShowsTheMatrixAffinityHealthAndLegend) {
   ASSERT_TRUE(t.ok());
   std::string out;
   ASSERT_EQ(RunTopo({"--sysfs-root", t.root()}, &out), 0) << out;
-  for (const char* want : {"NIC0", "NIC3", "CPU Affinity", "NUMA Affinity", "PCIe link", "GPU0  PXB   PXB   PHB   NODE",
-                           "GPU3  SYS   SYS   SYS   SYS   16-31,48-63", "x8 DEGRADED (capable Gen4 x16)",
-                           "AER cor=4 nonfatal=1 fatal=0", "mlx5_0 ens1f0np0", "ASPEED", "Legend:", "PIX  = ", "SYS  = "}) {
+  for (const char* want :
+       {"NIC0", "NIC3", "CPU Affinity", "NUMA Affinity", "PCIe link", "GPU0  PXB   PXB   PHB   NODE",
+        "GPU3  SYS   SYS   SYS   SYS   16-31,48-63", "x8 DEGRADED (capable Gen4 x16)",
+        "AER cor=4 nonfatal=1 fatal=0", "mlx5_0 ens1f0np0", "ASPEED", "Legend:", "PIX  = ", "SYS  = "}) {
     EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
   }
 }
@@ -93,7 +93,8 @@ TEST(TopoCli, BadInputExitsTwoNamingTheOptionAndForm) {
   EXPECT_TRUE(out.empty()) << out;
 
   EXPECT_EQ(RunTopo({"--sysfs-root", "/nonexistent/ff-topo"}, &out, &err), 2);
-  EXPECT_NE(err.find("--sysfs-root '/nonexistent/ff-topo': expected a directory that contains sys/"), std::string::npos)
+  EXPECT_NE(err.find("--sysfs-root '/nonexistent/ff-topo': expected a directory that contains sys/"),
+            std::string::npos)
       << err;
   EXPECT_EQ(RunTopo({"--sysfs-root"}, &out, &err), 2);
   EXPECT_NE(err.find("--sysfs-root"), std::string::npos) << err;

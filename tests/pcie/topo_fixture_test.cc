@@ -41,8 +41,9 @@ TEST(TopoFixture, DgxH100PairsEachGpuWithTheNicOnItsSwitch) {
   EXPECT_TRUE(r.warnings.empty());
   ASSERT_EQ(r.inventory.gpus.size(), 8u);
   ASSERT_EQ(r.inventory.nics.size(), 8u) << "lo and docker0 are virtual, NVMe is no NIC";
-  EXPECT_EQ(Addresses(r, true), (std::vector<std::string>{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
-                                                          "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"}));
+  EXPECT_EQ(Addresses(r, true),
+            (std::vector<std::string>{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
+                                      "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"}));
   Matrix expected;
   for (int g = 0; g < 8; ++g) {
     expected.emplace_back();
@@ -78,11 +79,12 @@ TEST(TopoFixture, TwoSocketServerHasEveryDistanceClass) {
   TopoReport r = BuildTopoReport(t.root());
   EXPECT_TRUE(r.warnings.empty());
   // NVIDIA first by address, then the BMC's VGA.
-  EXPECT_EQ(Addresses(r, true),
-            (std::vector<std::string>{"0000:05:00.0", "0000:06:00.0", "0000:43:00.0", "0000:81:00.0", "0000:09:00.0"}));
+  EXPECT_EQ(Addresses(r, true), (std::vector<std::string>{"0000:05:00.0", "0000:06:00.0", "0000:43:00.0",
+                                                          "0000:81:00.0", "0000:09:00.0"}));
   EXPECT_EQ(r.inventory.gpus[4].vendor, 0x1a03u);
   EXPECT_EQ(r.inventory.gpus[4].class_code, 0x030000u);
-  EXPECT_EQ(Addresses(r, false), (std::vector<std::string>{"0000:07:00.0", "0000:07:00.1", "0000:08:00.0", "0000:44:00.0"}));
+  EXPECT_EQ(Addresses(r, false),
+            (std::vector<std::string>{"0000:07:00.0", "0000:07:00.1", "0000:08:00.0", "0000:44:00.0"}));
   EXPECT_EQ(r.inventory.nics[0].netdevs, std::vector<std::string>{"ens1f0np0"});
   EXPECT_EQ(r.inventory.nics[1].rdma_devices, std::vector<std::string>{"mlx5_1"});
   EXPECT_TRUE(r.inventory.nics[2].rdma_devices.empty());
@@ -152,7 +154,8 @@ TEST(TopoFixture, NetDevicePathIsTheResolvedDeviceLinkAsNcclReadsIt) {
   GeneratedTree vm("vm_virtio.topo");
   GeneratedTree dgx("dgx_h100.topo");
   ASSERT_TRUE(vm.ok() && dgx.ok());
-  EXPECT_EQ(NetDevicePath(vm.root() + "/sys", "eth0"), vm.Real("sys/devices/pci0000:00/0000:00:03.0/virtio2"));
+  EXPECT_EQ(NetDevicePath(vm.root() + "/sys", "eth0"),
+            vm.Real("sys/devices/pci0000:00/0000:00:03.0/virtio2"));
   EXPECT_EQ(NetDevicePath(vm.root() + "/sys", "lo"), "");
   EXPECT_EQ(NetDevicePath(vm.root() + "/sys", "nosuch"), "");
   EXPECT_EQ(NetDevicePath(dgx.root() + "/sys", "ibp25s0"),

@@ -79,7 +79,8 @@ TEST(ListInterfaces, PciPathIsTheResolvedDeviceLinkUnderTheSysfsRoot) {
   for (const auto& n : ListInterfaces("AF_INET", t.Path("sys"))) {
     if (n.name != "lo") continue;
     saw_lo = true;
-    EXPECT_EQ(n.pci_path, std::filesystem::canonical(t.root()).string() + "/sys/devices/pci0000:00/0000:00:01.0/0000:3b:00.0");
+    EXPECT_EQ(n.pci_path, std::filesystem::canonical(t.root()).string() +
+                              "/sys/devices/pci0000:00/0000:00:01.0/0000:3b:00.0");
   }
   if (!saw_lo) GTEST_SKIP() << "lo has no running IPv4 address here";
 }
