@@ -61,13 +61,14 @@ std::string LinkText(const LinkHealth& h) {
   std::string s;
   s += l.current_speed_gts ? SpeedName(*l.current_speed_gts) : "?";
   s += l.current_width ? " x" + std::to_string(*l.current_width) : " x?";
+  auto speed = l.capable_speed_gts();
+  auto width = l.capable_width();
+  const std::string capable =
+      (speed ? SpeedName(*speed) : "?") + (width ? " x" + std::to_string(*width) : " x?");
   if (h.degraded) {
-    auto speed = l.capable_speed_gts();
-    auto width = l.capable_width();
-    s += " DEGRADED (capable ";
-    s += speed ? SpeedName(*speed) : "?";
-    s += width ? " x" + std::to_string(*width) : " x?";
-    s += ")";
+    s += " DEGRADED (capable " + capable + ")";
+  } else if (h.slow_at_idle) {
+    s += " (capable " + capable + ", idle)";
   }
   if (h.aer_errors) {
     s += " AER cor=" + std::to_string(l.aer_correctable.value_or(0)) +
@@ -146,7 +147,9 @@ void PrintText(const TopoReport& r) {
     std::printf("  %-4s = %s\n", std::string(pcie::DistanceName(d)).c_str(),
                 std::string(pcie::DistanceMeaning(d)).c_str());
   }
-  std::printf("  DEGRADED = link trained below what both ends support; AER = nonzero error totals\n");
+  std::printf(
+      "  DEGRADED = link trained below what both ends support (a GPU's speed alone only means idle)\n");
+  std::printf("  AER  = nonzero advanced error reporting totals (correctable, non-fatal, fatal)\n");
   for (const auto& w : r.warnings) std::fprintf(stderr, "flexiforce topo: warning: %s\n", w.c_str());
 }
 
@@ -165,6 +168,7 @@ nlohmann::json LinkJson(const LinkHealth& h) {
           {"max_width", OrNull(l.max_width)},
           {"capable_width", OrNull(l.capable_width())},
           {"degraded", h.degraded},
+          {"slow_at_idle", h.slow_at_idle},
           {"aer_correctable", OrNull(l.aer_correctable)},
           {"aer_nonfatal", OrNull(l.aer_nonfatal)},
           {"aer_fatal", OrNull(l.aer_fatal)},

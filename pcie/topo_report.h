@@ -14,13 +14,20 @@ namespace ff::pcie {
 struct LinkHealth {
   bool present = false;  // the device has link or AER files (virtio functions have none)
   PcieLinkState link;
-  bool degraded = false;    // trained below what both link ends can do (speed or width)
-  bool aer_errors = false;  // any AER total above zero
+  bool degraded = false;      // trained below what both link ends can do (see JudgeLink)
+  bool slow_at_idle = false;  // a GPU link below its capable speed: normal power saving
+  bool aer_errors = false;    // any AER total above zero
 };
 
-// Judges a sample: a link trained narrower or slower than the smaller of the two ends' maxima
-// is degraded; a Gen5 card in a Gen4 slot is not.
-LinkHealth JudgeLink(bool present, const PcieLinkState& link);
+// Which devices retrain their link speed on their own.
+enum class LinkSpeedPolicy {
+  kFixed,       // NICs: a speed below capable is a fault
+  kIdleScaled,  // GPUs drop to a lower generation when idle (NVIDIA to Gen1), so only width counts
+};
+
+// Judges a sample: a link trained narrower (or, for a fixed-speed device, slower) than the
+// smaller of the two ends' maxima is degraded; a Gen5 card in a Gen4 slot is not.
+LinkHealth JudgeLink(bool present, const PcieLinkState& link, LinkSpeedPolicy policy);
 
 struct TopoReport {
   Inventory inventory;

@@ -35,7 +35,9 @@ TEST(TopoCli, TextShowsTheMatrixAffinityHealthAndLegend) {
   ASSERT_EQ(RunTopo({"--sysfs-root", t.root()}, &out), 0) << out;
   for (const char* want :
        {"NIC0", "NIC3", "CPU Affinity", "NUMA Affinity", "PCIe link", "GPU0  PXB   PXB   PHB   NODE",
-        "GPU3  SYS   SYS   SYS   SYS   16-31,48-63", "x8 DEGRADED (capable Gen4 x16)",
+        "GPU3  SYS   SYS   SYS   SYS   16-31,48-63",
+        "Gen4 x8 DEGRADED (capable Gen4 x16) AER cor=4 nonfatal=1 fatal=0",
+        "Gen3 x16 DEGRADED (capable Gen4 x16)", "0000:06:00.0  NVIDIA  Gen3 x16 (capable Gen4 x16, idle)",
         "AER cor=4 nonfatal=1 fatal=0", "mlx5_0 ens1f0np0", "ASPEED", "Legend:", "PIX  = ", "SYS  = "}) {
     EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
   }

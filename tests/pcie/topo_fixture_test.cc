@@ -117,19 +117,51 @@ TEST(TopoFixture, TwoSocketServerFlagsNarrowAndSlowLinksAndAer) {
   EXPECT_EQ(*nic2.link.aer_correctable, 4u);
   EXPECT_EQ(*nic2.link.aer_nonfatal, 1u);
   EXPECT_EQ(*nic2.link.aer_fatal, 0u);
-  // GPU1 trained at Gen3 of Gen4: degraded by speed, full width.
-  EXPECT_TRUE(r.gpu_health[1].degraded);
-  EXPECT_EQ(*r.gpu_health[1].link.current_width, 16u);
-  EXPECT_FALSE(r.gpu_health[1].aer_errors);
+  // NIC1 trained at Gen3 of Gen4: a NIC keeps its speed, so slower is a fault.
+  EXPECT_TRUE(r.nic_health[1].degraded);
+  EXPECT_DOUBLE_EQ(*r.nic_health[1].link.current_speed_gts, 8.0);
+  EXPECT_DOUBLE_EQ(*r.nic_health[1].link.capable_speed_gts(), 16.0);
+  EXPECT_FALSE(r.nic_health[1].aer_errors);
+  // GPU1 at Gen3 of Gen4 and full width: GPUs slow idle links, no fault.
+  EXPECT_FALSE(r.gpu_health[1].degraded);
+  EXPECT_TRUE(r.gpu_health[1].slow_at_idle);
+  // GPU2 trained at x8 of x16: narrow is a fault for a GPU too.
+  EXPECT_TRUE(r.gpu_health[2].degraded);
+  EXPECT_EQ(*r.gpu_health[2].link.current_width, 8u);
+  EXPECT_FALSE(r.gpu_health[2].aer_errors);
   // GPU3: full link, AER errors only.
   EXPECT_FALSE(r.gpu_health[3].degraded);
   EXPECT_TRUE(r.gpu_health[3].aer_errors);
   EXPECT_EQ(*r.gpu_health[3].link.aer_correctable, 5u);
-  for (size_t i : {0u, 2u, 4u}) {
+  EXPECT_EQ(*r.gpu_health[3].link.aer_nonfatal, 1u);
+  for (size_t i : {0u, 4u}) {
     EXPECT_FALSE(r.gpu_health[i].degraded) << i;
+    EXPECT_FALSE(r.gpu_health[i].slow_at_idle) << i;
     EXPECT_FALSE(r.gpu_health[i].aer_errors) << i;
   }
-  for (size_t i : {0u, 1u, 3u}) EXPECT_FALSE(r.nic_health[i].degraded) << i;
+  for (size_t i : {0u, 3u}) {
+    EXPECT_FALSE(r.nic_health[i].degraded) << i;
+    EXPECT_FALSE(r.nic_health[i].aer_errors) << i;
+  }
+}
+
+TEST(TopoFixture, JudgeLinkSeparatesFixedAndIdleScaledSpeeds) {
+  PcieLinkState l;
+  l.current_speed_gts = 2.5;
+  l.max_speed_gts = 32.0;
+  l.current_width = 16;
+  l.max_width = 16;
+  EXPECT_TRUE(JudgeLink(true, l, LinkSpeedPolicy::kFixed).degraded);
+  auto gpu = JudgeLink(true, l, LinkSpeedPolicy::kIdleScaled);
+  EXPECT_FALSE(gpu.degraded);
+  EXPECT_TRUE(gpu.slow_at_idle);
+  // A Gen5 device in a Gen4 slot trained at Gen4 is what the link can do.
+  l.current_speed_gts = 16.0;
+  l.upstream_max_speed_gts = 16.0;
+  EXPECT_FALSE(JudgeLink(true, l, LinkSpeedPolicy::kFixed).degraded);
+  // A link that is down (width 0) is degraded whatever the device is.
+  l.current_width = 0;
+  EXPECT_TRUE(JudgeLink(true, l, LinkSpeedPolicy::kIdleScaled).degraded);
 }
 
 TEST(TopoFixture, VmWithVirtioOnlyHasNoGpuAndOneNicWithoutLinkFiles) {
