@@ -2,6 +2,7 @@
 // NUMA/CPU affinity, link degradation and AER, and the NIC device paths NCCL gets as pciPath.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -192,6 +193,21 @@ TEST(TopoFixture, NetDevicePathIsTheResolvedDeviceLinkAsNcclReadsIt) {
   EXPECT_EQ(NetDevicePath(vm.root() + "/sys", "nosuch"), "");
   EXPECT_EQ(NetDevicePath(dgx.root() + "/sys", "ibp25s0"),
             dgx.Real("sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0"));
+}
+
+TEST(TopoFixture, GeneratedTreesUseRealRelativeSymlinksLikeTheKernel) {
+  GeneratedTree dgx("dgx_h100.topo");
+  ASSERT_TRUE(dgx.ok());
+  namespace fs = std::filesystem;
+  const fs::path sys = fs::path(dgx.root()) / "sys";
+  const std::string dev = "devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0";
+  ASSERT_TRUE(fs::is_symlink(sys / "class/net/ibp25s0"));
+  EXPECT_EQ(fs::read_symlink(sys / "class/net/ibp25s0"), fs::path("../../" + dev + "/net/ibp25s0"));
+  EXPECT_EQ(fs::read_symlink(sys / dev / "net/ibp25s0/device"), fs::path("../../../0000:19:00.0"));
+  EXPECT_EQ(fs::read_symlink(sys / "class/infiniband/mlx5_0"),
+            fs::path("../../" + dev + "/infiniband/mlx5_0"));
+  EXPECT_EQ(fs::read_symlink(sys / "bus/pci/devices/0000:19:00.0"), fs::path("../../../" + dev));
+  EXPECT_TRUE(fs::is_directory(fs::symlink_status(sys / dev)));
 }
 
 TEST(TopoFixture, EmptyOrMissingRootYieldsAnEmptyInventory) {
