@@ -220,6 +220,14 @@ nlohmann::json ToJson(const TopoReport& r, const std::string& root) {
   nlohmann::json legend = nlohmann::json::object();
   for (auto d : pcie::kAllDistances) legend[std::string(pcie::DistanceName(d))] = pcie::DistanceMeaning(d);
   out["legend"] = legend;
+  // The same distances as rows of NIC columns, for scripts that want nvidia-smi's table shape.
+  nlohmann::json matrix = nlohmann::json::array();
+  for (const auto& row : r.matrix) {
+    nlohmann::json names = nlohmann::json::array();
+    for (auto d : row) names.push_back(pcie::DistanceName(d));
+    matrix.push_back(std::move(names));
+  }
+  out["matrix"] = matrix;
   out["warnings"] = r.warnings;
   return out;
 }

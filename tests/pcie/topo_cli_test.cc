@@ -61,6 +61,9 @@ TEST(TopoCli, JsonCarriesMatrixOrderAndHealth) {
   EXPECT_EQ(g5["nics_by_distance"][0], "NIC5");
   EXPECT_EQ(g5["link"]["degraded"], false);
   EXPECT_EQ(g5["link"]["current_width"], 16);
+  ASSERT_EQ(j["matrix"].size(), 8u);
+  EXPECT_EQ(j["matrix"][5],
+            (std::vector<std::string>{"SYS", "SYS", "SYS", "SYS", "NODE", "PIX", "NODE", "NODE"}));
   EXPECT_EQ(j["nics"][5]["rdma_devices"][0], "mlx5_5");
   EXPECT_EQ(j["nics"][5]["host_bridge"], "pci0000:a8");
   EXPECT_NE(j["legend"]["PXB"].get<std::string>().find("several PCIe switches"), std::string::npos);
