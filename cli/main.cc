@@ -16,6 +16,9 @@ int RunHealthCommand(int argc, char** argv);  // pathctl/health_cli.cc
 #ifdef FF_HAVE_STATS_CLI
 int RunStatsCommand(int argc, char** argv);  // sla/stats_cli.cc
 #endif
+#ifdef FF_HAVE_TOPO_CLI
+int RunTopoCommand(int argc, char** argv);  // pcie/topo_cli.cc
+#endif
 }  // namespace ff
 
 namespace {
@@ -26,6 +29,9 @@ const ff::cli::Subcommand kSubcommands[] = {
 #ifdef FF_HAVE_PATHCTL_CLI
     {"path", "fabric graphs, SLA-aware path ranking, topology generators", ff::RunPathCommand},
     {"health", "NIC soft health: error counters, FEC, RDMA port counters, PCIe link", ff::RunHealthCommand},
+#endif
+#ifdef FF_HAVE_TOPO_CLI
+    {"topo", "GPU x NIC PCIe distances (PIX..SYS), NUMA/CPU affinity, PCIe link health", ff::RunTopoCommand},
 #endif
 #ifdef FF_HAVE_STATS_CLI
     {"stats", "read a running job's per-task, per-collective statistics", ff::RunStatsCommand},

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <memory>
 
+#include "pcie/net_device_path.h"
+
 namespace ff::tcp {
 
 IfnameFilter::IfnameFilter(const std::string& spec) {
@@ -64,13 +66,6 @@ int ReadSpeed(const std::string& sysfs_root, const std::string& ifname) {
   return kDefaultSpeedMbps;
 }
 
-std::string ReadPciPath(const std::string& sysfs_root, const std::string& ifname) {
-  std::string link = sysfs_root + "/class/net/" + ifname + "/device";
-  char resolved[PATH_MAX];
-  if (realpath(link.c_str(), resolved) == nullptr) return {};
-  return resolved;
-}
-
 }  // namespace
 
 std::vector<NetInterface> ListInterfaces(const std::string& family, const std::string& sysfs_root) {
@@ -97,7 +92,7 @@ std::vector<NetInterface> ListInterfaces(const std::string& family, const std::s
     ni.addr_len = fam == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
     std::memcpy(&ni.addr, it->ifa_addr, ni.addr_len);
     ni.loopback = (it->ifa_flags & IFF_LOOPBACK) != 0;
-    ni.pci_path = ReadPciPath(sysfs_root, ni.name);
+    ni.pci_path = pcie::NetDevicePath(sysfs_root, ni.name);
     ni.speed_mbps = ReadSpeed(sysfs_root, ni.name);
     out.push_back(std::move(ni));
   }

@@ -3,6 +3,10 @@
 
 #include "tcp/interfaces.h"
 
+#include <filesystem>
+
+#include "tests/pcie/fixture_tree.h"
+
 namespace ff::tcp {
 namespace {
 
@@ -63,6 +67,22 @@ TEST(ListInterfaces, ReadsSpeedAndPciPathFromTheSysfsRoot) {
     EXPECT_EQ(n.speed_mbps, kDefaultSpeedMbps) << n.name;
     EXPECT_TRUE(n.pci_path.empty()) << n.name;
   }
+}
+
+// getProperties().pciPath: the resolved device link, read through the PCIe component. The real
+// lo gets a fixture device link, so the real getifaddrs list meets a known sysfs.
+TEST(ListInterfaces, PciPathIsTheResolvedDeviceLinkUnderTheSysfsRoot) {
+  ff::testing::FixtureTree t;
+  t.AddPciDevice("0000:00:01.0", "0000:3b:00.0");
+  t.AddNetInterface("lo", "0000:00:01.0", "0000:3b:00.0");
+  bool saw_lo = false;
+  for (const auto& n : ListInterfaces("AF_INET", t.Path("sys"))) {
+    if (n.name != "lo") continue;
+    saw_lo = true;
+    EXPECT_EQ(n.pci_path, std::filesystem::canonical(t.root()).string() +
+                              "/sys/devices/pci0000:00/0000:00:01.0/0000:3b:00.0");
+  }
+  if (!saw_lo) GTEST_SKIP() << "lo has no running IPv4 address here";
 }
 
 }  // namespace
