@@ -10,6 +10,7 @@
 
 #include "plugin/listen_handle.h"
 #include "plugin/logging.h"
+#include "plugin/probes.h"
 #include "plugin/path_planner.h"
 #include "sla/pacing.h"
 #include "sla/traffic_class.h"
@@ -119,6 +120,8 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     }
     for (int i = 0; i < npaths; ++i) {
       PathAttempt a;
+      FF_PROBE(path_choice, task.task_hash, tcp::PeerToString(fresh->handle.addrs[0]).c_str(), i,
+               fresh->plan.path_id, fresh->plan.sla_attainable ? 1 : 0);
       a.local = fresh->plan.paths[i].local;
       a.remote = fresh->plan.paths[i].remote;
       a.sport_lo = fresh->plan.paths[i].sport_lo;
@@ -235,6 +238,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   for (const auto& a : pc->paths) opts.endpoints.push_back(PathEndpoint{a.local, a.remote, a.sport_lo, a.sport_hi});
   std::string peer = tcp::PeerToString(pc->handle.addrs[0]);
   *out = std::make_unique<SendComm>(std::move(paths), opts, peer);
+  FF_PROBE(connect, opts.task_hash, peer.c_str(), static_cast<int>(pc->paths.size()), opts.sla_us, pc->tos);
   FF_INFO(NCCL_NET, "connected to %s with %zu path(s)", peer.c_str(), pc->paths.size());
   Forget(handle, pc);
   return Status::Ok();

@@ -7,6 +7,7 @@
 
 #include "plugin/listen_handle.h"
 #include "plugin/logging.h"
+#include "plugin/probes.h"
 #include "plugin/plugin_state.h"
 #include "plugin/task_profile.h"
 #include "tcp/interfaces.h"
@@ -141,6 +142,7 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     opts.socket_options.user_timeout_ms = PluginState::Get().config().peer_timeout_ms;
     std::string peer = paths[0]->stream().Describe();
     *out = std::make_unique<RecvComm>(std::move(paths), opts, peer);
+    FF_PROBE(accept, opts.task_hash, peer.c_str(), g.npaths, opts.sla_us, -1);
     FF_INFO(NCCL_NET, "accepted connection from %s with %d path(s)", peer.c_str(), g.npaths);
     groups_.erase(it);
     break;
