@@ -19,6 +19,9 @@ int RunStatsCommand(int argc, char** argv);  // sla/stats_cli.cc
 #ifdef FF_HAVE_TOPO_CLI
 int RunTopoCommand(int argc, char** argv);  // pcie/topo_cli.cc
 #endif
+#ifdef FF_HAVE_PROBE_CLI
+int RunProbeCommand(int argc, char** argv);  // bpf/probe_cli.cc
+#endif
 }  // namespace ff
 
 namespace {
@@ -35,6 +38,9 @@ const ff::cli::Subcommand kSubcommands[] = {
 #endif
 #ifdef FF_HAVE_STATS_CLI
     {"stats", "read a running job's per-task, per-collective statistics", ff::RunStatsCommand},
+#endif
+#ifdef FF_HAVE_PROBE_CLI
+    {"probe", "host preflight (check); BPF view of the plugin's probes (watch, report)", ff::RunProbeCommand},
 #endif
 };
 

@@ -8,6 +8,7 @@
 
 #include "plugin/link_monitor.h"
 #include "plugin/plugin_state.h"
+#include "plugin/probes.h"
 
 #include "plugin/logging.h"
 #include "plugin/task_profile.h"
@@ -222,6 +223,7 @@ bool Comm::CheckHealth() {
 
 void Comm::Drain(StreamPath& p, const std::string& why) {
   p.SetDraining(true);
+  FF_PROBE(drain, opts_.task_hash, peer_.c_str(), p.index());
   watchdog_.NoteDrained(p.index(), NowNs());
   if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
     opts_.stats->AddFailover(opts_.stats_task, 1, 0, 0);

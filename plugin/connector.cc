@@ -11,6 +11,7 @@
 #include "plugin/absent_stream.h"
 #include "plugin/listen_handle.h"
 #include "plugin/logging.h"
+#include "plugin/probes.h"
 #include "plugin/path_planner.h"
 #include "sla/pacing.h"
 #include "sla/traffic_class.h"
@@ -123,6 +124,8 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     }
     for (int i = 0; i < npaths; ++i) {
       PathAttempt a;
+      FF_PROBE(path_choice, task.task_hash, tcp::PeerToString(fresh->handle.addrs[0]).c_str(), i,
+               fresh->plan.path_id, fresh->plan.sla_attainable ? 1 : 0);
       a.local = fresh->plan.paths[i].local;
       a.remote = fresh->plan.paths[i].remote;
       a.sport_lo = fresh->plan.paths[i].sport_lo;
@@ -260,6 +263,8 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   for (const auto& a : pc->paths) opts.endpoints.push_back(PathEndpoint{a.local, a.remote, a.sport_lo, a.sport_hi});
   std::string peer = tcp::PeerToString(pc->handle.addrs[0]);
   *out = std::make_unique<SendComm>(std::move(paths), opts, peer);
+  FF_PROBE(connect, opts.task_hash, peer.c_str(), static_cast<int>(pc->paths.size() - absent.size()), opts.sla_us,
+           pc->tos);
   for (int i : absent) (*out)->StartWithoutPath(i);
   if (!absent.empty())
     FF_WARN("connected to %s with %zu of %zu path(s): the others did not connect within %lld ms of the first; "

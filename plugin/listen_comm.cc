@@ -10,6 +10,7 @@
 #include "plugin/connector.h"
 #include "plugin/listen_handle.h"
 #include "plugin/logging.h"
+#include "plugin/probes.h"
 #include "plugin/plugin_state.h"
 #include "plugin/task_profile.h"
 #include "tcp/interfaces.h"
@@ -162,6 +163,7 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     opts.socket_options.user_timeout_ms = PluginState::Get().config().peer_timeout_ms;
     std::string peer = paths[static_cast<size_t>(first_present)]->stream().Describe();
     *out = std::make_unique<RecvComm>(std::move(paths), opts, peer);
+    FF_PROBE(accept, opts.task_hash, peer.c_str(), g.arrived, opts.sla_us, -1);
     if (partial) {
       started_partial_[started_partial_count_++ % started_partial_.size()] = it->first;
       FF_WARN("accepted connection from %s with %d of %d path(s): the others did not arrive within %llu ms of the "

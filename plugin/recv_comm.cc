@@ -2,6 +2,7 @@
 #include "plugin/recv_comm.h"
 
 #include "plugin/logging.h"
+#include "plugin/probes.h"
 #include "plugin/task_profile.h"
 #include "tcp/tcp_stream.h"
 
@@ -57,6 +58,8 @@ Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const in
   r->n = n;
   r->seq_base = next_post_seq_;
   r->start_ns = NowNs();
+  FF_PROBE(recv_post, opts_.task_hash, 0xffff, n == 1 ? sizes[0] : uint64_t{0}, peer_.c_str(), -1, opts_.sla_us, 0,
+           opts_.task.c_str());
   next_post_seq_ += static_cast<uint64_t>(n);
   for (int i = 0; i < n; ++i) {
     RecvEntry& e = r->entries[i];
@@ -180,6 +183,8 @@ void RecvComm::OnFrameComplete(StreamPath& path, const FrameHeader& h) {
   RecvRequest* r = path_req_[path.index()];
   ++r->done_count;
   Record(e->collective, e->total, NowNs() - r->start_ns, sla::Direction::kRecv);
+  FF_PROBE(recv_done, opts_.task_hash, e->collective, e->total, peer_.c_str(), path.index(), opts_.sla_us,
+           NowNs() - r->start_ns, opts_.task.c_str());
   done_bits_[h.seq % kDoneWindow] = true;
   while (done_bits_[cum_done_ % kDoneWindow]) {
     done_bits_[cum_done_ % kDoneWindow] = false;

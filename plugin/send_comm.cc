@@ -6,6 +6,7 @@
 
 #include "plugin/link_monitor.h"
 #include "plugin/logging.h"
+#include "plugin/probes.h"
 #include "tcp/interfaces.h"
 #include "tcp/tcp_stream.h"
 #include "plugin/task_profile.h"
@@ -33,6 +34,8 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   r->phandle = phandle;
   r->collective = Classify(phandle);
   r->start_ns = NowNs();
+  FF_PROBE(send_post, opts_.task_hash, r->collective, size, peer_.c_str(), r->home_path, opts_.sla_us, 0,
+           opts_.task.c_str());
   inflight_[(inflight_head_ + inflight_count_) % kMaxRequests] = r;
   ++inflight_count_;
   *out = r;
@@ -164,6 +167,7 @@ void SendComm::BeginFailover(StreamPath& dead, const std::string& why, uint64_t 
     failover_.silent_ns = silent_ns;
     failover_.acked_at_detect = acked_seq_;
     gate_.Pause();
+    FF_PROBE(pause, opts_.task_hash, peer_.c_str());
   } else {
     failover_.from += "; ";
   }
@@ -206,8 +210,10 @@ void SendComm::EndFailover() {
   if (!failover_.active) return;
   failover_.active = false;
   gate_.Resume();
+  FF_PROBE(resume, opts_.task_hash, peer_.c_str());
   ++failover_events_;
   const uint64_t paused_ns = NowNs() - failover_.detected_ns;
+  FF_PROBE(failover, opts_.task_hash, peer_.c_str(), alive_paths(), failover_.resent_bytes, paused_ns);
   if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
     opts_.stats->AddFailover(opts_.stats_task, 1, failover_.resent_bytes, paused_ns);
   // One line per event; the unix timestamp lets a benchmark line it up with the moment of the cut.
@@ -272,6 +278,8 @@ void SendComm::OnFrameComplete(StreamPath&, const FrameHeader& h) {
     SendRequest* r = inflight_[inflight_head_];
     if (r->seq >= acked_seq_) break;
     r->acked = true;
+    FF_PROBE(send_done, opts_.task_hash, r->collective, r->size, peer_.c_str(), r->home_path, opts_.sla_us,
+             NowNs() - r->start_ns, opts_.task.c_str());
     Record(r->collective, r->size, NowNs() - r->start_ns, sla::Direction::kSend);
     inflight_head_ = (inflight_head_ + 1) % kMaxRequests;
     --inflight_count_;
@@ -501,6 +509,7 @@ void SendComm::TryFailback(uint64_t now_ns) {
     rj.back_ns = now_ns;
     rj.relapses = relapses;
     ++failbacks_;
+    FF_PROBE(failback, opts_.task_hash, peer_.c_str(), i);
     if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
       opts_.stats->AddFailback(opts_.stats_task);
     FF_WARN("failback to %s: path %d (%s) reconnected after %.2f s down (attempt %d); now on %s", peer_.c_str(), i,

@@ -1,0 +1,140 @@
+// BPF side of `flexiforce probe`: counts the plugin's messages from its USDT probes and TCP retransmits.
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/usdt.bpf.h>
+
+#include "probe_maps.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, FF_PROBE_MAX_FLOWS);
+  __type(key, struct ff_flow_key);
+  __type(value, struct ff_flow_stats);
+} flows SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, FF_PROBE_MAX_SOCKETS);
+  __type(key, struct ff_sock_key);
+  __type(value, __u64);
+} retransmits SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, FF_EV_COUNT);
+  __type(key, __u32);
+  __type(value, __u64);
+} events SEC(".maps");
+
+// Keys are too large for the 512-byte stack together with the rest; one scratch slot per CPU.
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct ff_flow_key);
+} scratch SEC(".maps");
+
+static const struct ff_flow_stats zero_stats;
+
+static __always_inline void count_event(__u32 ev) {
+  __u64* n = bpf_map_lookup_elem(&events, &ev);
+  if (n) __sync_fetch_and_add(n, 1);
+}
+
+static __always_inline __u32 log2_bucket(__u64 v) {
+  __u32 b = 0;
+  // Unrolled binary search: the verifier sees a bounded, loop-free computation.
+  if (v >> 32) { v >>= 32; b += 32; }
+  if (v >> 16) { v >>= 16; b += 16; }
+  if (v >> 8) { v >>= 8; b += 8; }
+  if (v >> 4) { v >>= 4; b += 4; }
+  if (v >> 2) { v >>= 2; b += 2; }
+  if (v >> 1) { b += 1; }
+  return b < FF_PROBE_BUCKETS ? b : FF_PROBE_BUCKETS - 1;
+}
+
+static __always_inline int record_done(__u8 dir, __u64 task_hash, __u64 collective, __u64 bytes, const void* peer,
+                                       long path, __u64 sla_us, __u64 latency_ns, const void* task) {
+  __u32 zero = 0;
+  struct ff_flow_key* key = bpf_map_lookup_elem(&scratch, &zero);
+  if (!key) return 0;
+  __builtin_memset(key, 0, sizeof(*key));
+  bpf_probe_read_user_str(key->task, sizeof(key->task), task);
+  bpf_probe_read_user_str(key->peer, sizeof(key->peer), peer);
+  key->task_hash = task_hash;
+  key->path = (int)path;
+  key->collective = (unsigned short)collective;
+  key->dir = dir;
+  struct ff_flow_stats* s = bpf_map_lookup_elem(&flows, key);
+  if (!s) {
+    bpf_map_update_elem(&flows, key, &zero_stats, BPF_NOEXIST);
+    s = bpf_map_lookup_elem(&flows, key);
+    if (!s) return 0;  // the table is full
+  }
+  __sync_fetch_and_add(&s->messages, 1);
+  __sync_fetch_and_add(&s->bytes, bytes);
+  __sync_fetch_and_add(&s->latency_sum_ns, latency_ns);
+  s->sla_us = sla_us;
+  if (sla_us != 0 && latency_ns > sla_us * 1000) __sync_fetch_and_add(&s->sla_violations, 1);
+  __u32 b = log2_bucket(latency_ns);
+  if (b < FF_PROBE_BUCKETS) __sync_fetch_and_add(&s->hist[b], 1);
+  return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(send_done, __u64 task_hash, __u64 collective, __u64 bytes, void* peer, long path, __u64 sla_us,
+             __u64 latency_ns, void* task) {
+  return record_done(FF_PROBE_SEND, task_hash, collective, bytes, peer, path, sla_us, latency_ns, task);
+}
+
+SEC("usdt")
+int BPF_USDT(recv_done, __u64 task_hash, __u64 collective, __u64 bytes, void* peer, long path, __u64 sla_us,
+             __u64 latency_ns, void* task) {
+  return record_done(FF_PROBE_RECV, task_hash, collective, bytes, peer, path, sla_us, latency_ns, task);
+}
+
+// Posts and control-plane events are only counted: the table shows them per interval.
+#define FF_COUNTING_PROBE(name, ev) \
+  SEC("usdt") int name(struct pt_regs* ctx) { count_event(ev); return 0; }
+
+FF_COUNTING_PROBE(send_post, FF_EV_SEND_POST)
+FF_COUNTING_PROBE(recv_post, FF_EV_RECV_POST)
+FF_COUNTING_PROBE(on_connect, FF_EV_CONNECT)
+FF_COUNTING_PROBE(on_accept, FF_EV_ACCEPT)
+FF_COUNTING_PROBE(path_choice, FF_EV_PATH_CHOICE)
+FF_COUNTING_PROBE(failover, FF_EV_FAILOVER)
+FF_COUNTING_PROBE(drain, FF_EV_DRAIN)
+FF_COUNTING_PROBE(failback, FF_EV_FAILBACK)
+FF_COUNTING_PROBE(on_pause, FF_EV_PAUSE)
+FF_COUNTING_PROBE(on_resume, FF_EV_RESUME)
+
+// BTF-typed tracepoint: needs no tracefs mount, and reads the socket with CO-RE.
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(tcp_retransmit, const struct sock* sk) {
+  struct ff_sock_key key;
+  __builtin_memset(&key, 0, sizeof(key));
+  key.family = BPF_CORE_READ(sk, __sk_common.skc_family);
+  key.sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+  key.dport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+  if (key.family == 2 /* AF_INET */) {
+    __u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+    __u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+    __builtin_memcpy(key.saddr, &s, 4);
+    __builtin_memcpy(key.daddr, &d, 4);
+  } else {
+    BPF_CORE_READ_INTO(&key.saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+    BPF_CORE_READ_INTO(&key.daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+  }
+  __u64 one = 1;
+  __u64* n = bpf_map_lookup_elem(&retransmits, &key);
+  if (n)
+    __sync_fetch_and_add(n, 1);
+  else
+    bpf_map_update_elem(&retransmits, &key, &one, BPF_NOEXIST);
+  return 0;
+}

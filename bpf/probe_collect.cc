@@ -1,0 +1,97 @@
+// Sampling loop shared by `probe watch` and `probe report`.
+#include "bpf/probe_collect.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "bpf/bpf_permission.h"
+#include "bpf/plugin_procs.h"
+#include "bpf/probe_session.h"
+
+namespace ff::probe {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+// Attaches to whatever plugin files are mapped now. A file that fails (a build without probes, a
+// file replaced on disk) is reported once and not tried again.
+void AttachNew(ProbeSession& s, const CollectOptions& o, std::set<std::string>* failed) {
+  std::vector<std::string> paths;
+  for (const auto& lib : o.libs)
+    if (access(lib.c_str(), R_OK) == 0) paths.push_back(lib);
+  // Attaching by file with pid -1 covers every process that maps it, present and future.
+  for (const auto& m : FindPluginMappings(o.pid > 0 ? o.pid : 0)) paths.push_back(m.path);
+  for (const auto& path : paths) {
+    if (failed->count(path)) continue;
+    std::string error;
+    if (!s.AttachPlugin(path, o.pid, &error)) {
+      std::fprintf(stderr, "flexiforce probe: skipping %s: %s\n", path.c_str(), error.c_str());
+      failed->insert(path);
+    }
+  }
+}
+
+}  // namespace
+
+int Collect(const CollectOptions& o, const IntervalSink& sink) {
+  const BpfPermission perm = ReadBpfPermission();
+  if (!perm.permitted) {
+    std::fprintf(stderr, "flexiforce probe: BPF is not permitted for this process: %s\n", perm.missing.c_str());
+    return 1;
+  }
+  std::string error;
+  auto session = ProbeSession::Open(&error);
+  if (!session) {
+    std::fprintf(stderr, "flexiforce probe: %s\n", error.c_str());
+    return 1;
+  }
+  std::set<std::string> failed;
+  AttachNew(*session, o, &failed);
+  if (o.pid > 0 && session->attached().empty()) {
+    std::fprintf(stderr, "flexiforce probe: process %d does not map %s\n", o.pid, kPluginFileName);
+    return 1;
+  }
+  std::fprintf(stderr, "flexiforce probe: attached to %zu plugin file(s)%s\n", session->attached().size(),
+               session->attached().empty() ? "; waiting for a process to load the plugin" : "");
+  if (!o.ready_file.empty()) std::ofstream(o.ready_file) << "attached\n";
+  g_stop.store(false);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  Snapshot before = session->Read();
+  const Snapshot origin = before;
+  for (int tick = 1;; ++tick) {
+    const auto due = start + std::chrono::duration<double>(o.interval_s * tick);
+    bool last = false;
+    while (Clock::now() < due) {
+      if (g_stop.load()) {
+        last = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (o.duration_s > 0 && elapsed + 1e-3 >= o.duration_s) last = true;
+    Snapshot now = session->Read();
+    sink(Difference(now, before), Difference(now, origin), elapsed, last);
+    if (last) break;
+    before = std::move(now);
+    if (o.pid <= 0) AttachNew(*session, o, &failed);
+  }
+  return 0;
+}
+
+}  // namespace ff::probe

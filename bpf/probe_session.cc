@@ -1,0 +1,123 @@
+// libbpf side of the probe: skeleton lifetime, USDT/tracepoint attachment, map reading.
+#include "bpf/probe_session.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "probe.skel.h"
+
+namespace ff::probe {
+
+namespace {
+
+// libbpf prints its own diagnostics; keep only warnings and worse, and only when asked to.
+int QuietPrint(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level == LIBBPF_DEBUG || std::getenv("FLEXIFORCE_PROBE_DEBUG") == nullptr) return 0;
+  return std::vfprintf(stderr, fmt, args);
+}
+
+struct UsdtProgram {
+  bpf_program* prog;
+  const char* probe;
+};
+
+}  // namespace
+
+void ProbeSession::SkeletonDeleter::operator()(probe_bpf* s) const { probe_bpf__destroy(s); }
+void ProbeSession::LinkDeleter::operator()(bpf_link* l) const { bpf_link__destroy(l); }
+
+std::unique_ptr<ProbeSession> ProbeSession::Open(std::string* error) {
+  libbpf_set_print(QuietPrint);
+  std::unique_ptr<ProbeSession> s(new ProbeSession());
+  s->skel_.reset(probe_bpf__open());
+  if (!s->skel_) {
+    *error = std::string("cannot open the BPF object: ") + std::strerror(errno);
+    return nullptr;
+  }
+  if (int err = probe_bpf__load(s->skel_.get()); err != 0) {
+    *error = std::string("cannot load the BPF programs: ") + std::strerror(-err) +
+             (err == -EPERM ? " (run as root, or grant CAP_BPF + CAP_PERFMON)" : "");
+    return nullptr;
+  }
+  bpf_link* tp = bpf_program__attach(s->skel_->progs.tcp_retransmit);
+  if (tp == nullptr) {
+    *error = std::string("cannot attach to tcp/tcp_retransmit_skb: ") + std::strerror(errno);
+    return nullptr;
+  }
+  s->links_.emplace_back(tp);
+  return s;
+}
+
+ProbeSession::~ProbeSession() {
+  links_.clear();  // detach before the programs go
+}
+
+bool ProbeSession::AttachPlugin(const std::string& path, int pid, std::string* error) {
+  const std::string key = std::to_string(pid) + ":" + path;
+  if (attached_.count(key)) return true;
+  auto& p = skel_->progs;
+  const UsdtProgram programs[] = {
+      {p.send_post, "send_post"},     {p.send_done, "send_done"}, {p.recv_post, "recv_post"},
+      {p.recv_done, "recv_done"},     {p.on_connect, "connect"},  {p.on_accept, "accept"},
+      {p.path_choice, "path_choice"}, {p.failover, "failover"},   {p.drain, "drain"},
+      {p.failback, "failback"},       {p.on_pause, "pause"},      {p.on_resume, "resume"},
+  };
+  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> fresh;
+  for (const auto& u : programs) {
+    bpf_link* l = bpf_program__attach_usdt(u.prog, pid, path.c_str(), "flexiforce", u.probe, nullptr);
+    if (l == nullptr) {
+      *error = "cannot attach to USDT flexiforce:" + std::string(u.probe) + " in " + path + ": " + std::strerror(errno);
+      return false;  // `fresh` detaches what this call attached
+    }
+    fresh.emplace_back(l);
+  }
+  for (auto& l : fresh) links_.push_back(std::move(l));
+  attached_.insert(key);
+  return true;
+}
+
+Snapshot ProbeSession::Read() const {
+  Snapshot s;
+  const int flows = bpf_map__fd(skel_->maps.flows);
+  ff_flow_key k{}, next{};
+  const void* prev = nullptr;
+  while (bpf_map_get_next_key(flows, prev, &next) == 0) {
+    ff_flow_stats v{};
+    if (bpf_map_lookup_elem(flows, &next, &v) == 0) {
+      // Merge: two raw keys that differ only in the task hash show as one row.
+      FlowCounters c = CountersFromValue(v);
+      FlowCounters& row = s.flows[FlowIdFromKey(next)];
+      row.messages += c.messages;
+      row.bytes += c.bytes;
+      row.latency_sum_ns += c.latency_sum_ns;
+      row.sla_violations += c.sla_violations;
+      row.sla_us = c.sla_us;
+      for (size_t i = 0; i < row.hist.size(); ++i) row.hist[i] += c.hist[i];
+    }
+    k = next;
+    prev = &k;
+  }
+  const int rt = bpf_map__fd(skel_->maps.retransmits);
+  ff_sock_key sk{}, snext{};
+  const void* sprev = nullptr;
+  while (bpf_map_get_next_key(rt, sprev, &snext) == 0) {
+    uint64_t n = 0;
+    if (bpf_map_lookup_elem(rt, &snext, &n) == 0) s.retransmits[SocketIdFromKey(snext)] += n;
+    sk = snext;
+    sprev = &sk;
+  }
+  const int ev = bpf_map__fd(skel_->maps.events);
+  for (uint32_t i = 0; i < FF_EV_COUNT; ++i) {
+    uint64_t n = 0;
+    if (bpf_map_lookup_elem(ev, &i, &n) == 0) s.events[i] = n;
+  }
+  return s;
+}
+
+}  // namespace ff::probe

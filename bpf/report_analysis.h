@@ -1,0 +1,28 @@
+// `flexiforce probe report`: what an operator reads before turning steering on, computed from totals.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bpf/probe_snapshot.h"
+
+namespace ff::probe {
+
+struct ReportFindings {
+  nlohmann::json sla_misses = nlohmann::json::array();  // tasks with messages slower than their SLA
+  nlohmann::json outlier_pairs = nlohmann::json::array();  // {task, peer} mean latency above mean + 3 sigma
+  nlohmann::json retransmits = nlohmann::json::array();
+  nlohmann::json hot_spots = nlohmann::json::array();  // peers/paths carrying over twice the mean bytes
+};
+
+ReportFindings Analyze(const Snapshot& total);
+
+// The whole report as JSON: findings, totals, duration.
+nlohmann::json ReportJson(const Snapshot& total, const ReportFindings& f, double duration_s);
+std::string ReportMarkdown(const Snapshot& total, const ReportFindings& f, double duration_s);
+// One self-contained page: inline SVG latency histograms (per task and collective, SLA line) and a peer heat map.
+std::string ReportHtml(const Snapshot& total, const ReportFindings& f, double duration_s);
+
+}  // namespace ff::probe

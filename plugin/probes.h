@@ -1,0 +1,57 @@
+// USDT probe points of the plugin (provider "flexiforce"); `flexiforce probe` attaches BPF to them.
+#pragma once
+
+// Each probe has a semaphore that the kernel raises while a tracer is attached (uprobe reference
+// counting). FF_PROBE tests it first, so an unattached probe costs one load and a branch that is
+// predicted not taken, and its arguments are not even computed. Without <sys/sdt.h> (CMake says so)
+// every probe compiles to nothing.
+//
+// Arguments, all integers or pointers:
+//   send_post/send_done/recv_post/recv_done: task hash, collective, bytes, peer (const char*), path
+//     index (-1: striped over several), SLA us, latency ns (0 for *_post), task id (const char*).
+//   connect/accept: task hash, peer, paths, SLA us, traffic-class byte (-1 left to the OS).
+//   path_choice: task hash, peer, path index, plan path id, SLA attainable (0/1).
+//   failover: task hash, peer, paths alive, re-sent bytes, paused ns.
+//   drain / failback: task hash, peer, path index.
+//   pause / resume: task hash, peer.
+
+#if defined(FF_HAVE_SDT)
+
+// Registers only: libbpf decodes register and constant USDT operands on every version we meet,
+// while memory operands with an index register are not decoded by older ones.
+#define STAP_SDT_ARG_CONSTRAINT nr
+#define _SDT_HAS_SEMAPHORES 1
+#define SDT_USE_VARIADIC 1
+#include <sys/sdt.h>
+
+#define FF_PROBE_SEMAPHORE(name) flexiforce_##name##_semaphore
+#define FF_PROBE_DECLARE(name) extern "C" volatile unsigned short FF_PROBE_SEMAPHORE(name)
+
+FF_PROBE_DECLARE(send_post);
+FF_PROBE_DECLARE(send_done);
+FF_PROBE_DECLARE(recv_post);
+FF_PROBE_DECLARE(recv_done);
+FF_PROBE_DECLARE(connect);
+FF_PROBE_DECLARE(accept);
+FF_PROBE_DECLARE(path_choice);
+FF_PROBE_DECLARE(failover);
+FF_PROBE_DECLARE(drain);
+FF_PROBE_DECLARE(failback);
+FF_PROBE_DECLARE(pause);
+FF_PROBE_DECLARE(resume);
+
+// True while some tracer is attached to probe `name`.
+#define FF_PROBE_ENABLED(name) __builtin_expect(FF_PROBE_SEMAPHORE(name) != 0, 0)
+#define FF_PROBE(name, ...)                                          \
+  do {                                                               \
+    if (FF_PROBE_ENABLED(name)) STAP_PROBEV(flexiforce, name, __VA_ARGS__); \
+  } while (0)
+
+#else
+
+#define FF_PROBE_ENABLED(name) false
+#define FF_PROBE(name, ...) \
+  do {                      \
+  } while (0)
+
+#endif
