@@ -111,6 +111,10 @@ def run_trial(binary, state_file, name, nbytes, warmup, failover):
     events = ranks.failovers()
     out["events"] = len(events)
     out["ok"] = all(c == 0 for c in codes) and len(events) > 0
+    # Counted, never dropped: a trial whose ranks never finished connecting, and events decided
+    # before the cut (a false alarm on a healthy path).
+    out["setup_hung"] = any("connection setup" in ranks.text(r) for r in range(len(codes)))
+    out["early_events"] = sum(1 for e in events if e["at"] < t0)
     if not events:
         return out, ranks
     out["causes"] = [f"{1000 * (e['at'] - t0):.1f} ms: {e['old']}" for e in events]
@@ -129,7 +133,10 @@ def run_trial(binary, state_file, name, nbytes, warmup, failover):
 
 def table(rows, name):
     ok = [r for r in rows if r["scenario"] == name and r["failover"]]
-    lines = [f"{name}: {len(ok)} trials, {sum(1 for r in ok if r.get('ok'))} passed exact checks with a failover"]
+    lines = [f"{name}: {len(ok)} trials, {sum(1 for r in ok if r.get('ok'))} passed exact checks with a failover; "
+             f"{sum(1 for r in ok if r.get('setup_hung'))} hung in connection setup; "
+             f"{sum(1 for r in ok if r.get('error'))} never got traffic flowing; "
+             f"{sum(r.get('early_events', 0) for r in ok)} failover(s) decided before the cut"]
     lines.append(f"  {'metric':<16}{'median':>12}{'p99':>12}{'max':>12}")
     for key, unit in (("detect_first_ms", "ms"), ("detect_ms", "ms"), ("paused_ms", "ms"), ("resume_ms", "ms"),
                       ("flow_ms", "ms"), ("resent_bytes", "B"), ("cut_cmd_ms", "ms")):

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs the whole suite (README's test command: plain build, then ASan+UBSan) several times in a row
+# while busy loops compete for the CPUs, from a fresh clone under /root (where an unprivileged user
+# cannot read the checkout). A flaky test shows up here; the summary gives the counts per round.
+#
+# usage: tests/stress_suite.sh [--rounds N] [--busy N] [--dir DIR] [--keep-going] [--plain-only]
+#   --rounds N     rounds of the whole suite (default 5)
+#   --busy N       busy loops competing for the CPUs (default 2)
+#   --dir DIR      where to clone the checkout's HEAD (default /root/flexiforce-stress)
+#   --keep-going   run every round even after a failed one (default: stop at the first failure)
+#   --plain-only   skip the sanitizer build (FF_SKIP_SANITIZERS=1)
+# Exit status: 0 when every round passed, 1 otherwise, 2 on bad usage.
+set -uo pipefail
+
+rounds=5 busy=2 dir=/root/flexiforce-stress keep_going=0 plain_only=0
+while (($#)); do
+  case "$1" in
+    --rounds) rounds="${2:?--rounds needs a number}"; shift 2 ;;
+    --busy) busy="${2:?--busy needs a number}"; shift 2 ;;
+    --dir) dir="${2:?--dir needs a directory}"; shift 2 ;;
+    --keep-going) keep_going=1; shift ;;
+    --plain-only) plain_only=1; shift ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "stress_suite: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "stress_suite: --rounds must be a positive integer, got '$rounds'" >&2; exit 2; }
+[[ "$busy" =~ ^[0-9]+$ ]] || { echo "stress_suite: --busy must be a non-negative integer, got '$busy'" >&2; exit 2; }
+
+src="$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)" || exit 2
+rm -rf "$dir"
+git clone -q "$src" "$dir" || { echo "stress_suite: cannot clone $src into $dir" >&2; exit 2; }
+echo "stress_suite: $rounds round(s) of the whole suite at $(git -C "$dir" rev-parse --short HEAD) in $dir," \
+     "with $busy busy loop(s) on $(nproc) CPU(s)"
+
+pids=()
+stop_busy() { ((${#pids[@]})) && kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; }
+trap stop_busy EXIT
+for ((i = 0; i < busy; i++)); do
+  ( while :; do :; done ) &
+  pids+=($!)
+done
+
+logs="$dir/stress-logs"
+mkdir -p "$logs"
+passed=0
+summary=()
+for ((r = 1; r <= rounds; r++)); do
+  start=$SECONDS
+  env FF_SKIP_SANITIZERS="$plain_only" bash "$dir/examples/test.sh" >"$logs/round$r.log" 2>&1
+  rc=$?
+  # ctest prints one "N% tests passed, F tests failed out of T" line per build.
+  counts="$(grep -E 'tests passed|tests failed' "$logs/round$r.log" | sed 's/^/    /')"
+  failed="$(grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)\)' "$logs/round$r.log")"
+  line="round $r: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)") in $((SECONDS - start)) s"
+  summary+=("$line" "$counts")
+  [ -n "$failed" ] && summary+=("$(sed 's/^/    failed: /' <<<"$failed")")
+  printf '%s\n%s\n' "$line" "$counts"
+  [ -n "$failed" ] && sed 's/^/    failed: /' <<<"$failed"
+  if [ $rc -eq 0 ]; then
+    passed=$((passed + 1))
+  elif [ $keep_going -eq 0 ]; then
+    break
+  fi
+done
+echo
+echo "stress_suite: $passed of $rounds round(s) passed in a row with $busy busy loop(s); logs in $logs"
+[ "$passed" -eq "$rounds" ]
