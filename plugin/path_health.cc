@@ -150,10 +150,11 @@ bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out
   if (silent < limit) return false;
   for (size_t j = 0; j < states_.size(); ++j) {
     const State& o = states_[j];
-    // The other path must have been acknowledged well into this one's silence: one that fell silent
-    // at the same moment (a busy host stalls them all) is no evidence.
-    if (static_cast<int>(j) == path || !o.alive || o.last_advance_ns < s.last_progress_ns + limit / 2) continue;
-    if (now_ns - o.last_advance_ns >= limit / 2) continue;
+    // The other path must have been acknowledged well into this one's silence (a quarter of the
+    // limit after it began): one that fell silent at the same moment, a late acknowledgement or two
+    // apart, is no evidence (a busy host stalls them all).
+    if (static_cast<int>(j) == path || !o.alive || o.last_advance_ns < s.last_progress_ns + limit / 4) continue;
+    if (now_ns - o.last_advance_ns >= limit) continue;
     out->path = path;
     out->cause = PathFault::kSilent;
     out->silent_ns = silent;
