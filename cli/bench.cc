@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "plugin/config_registry.h"
-#include "plugin/nccl_net_abi.h"
+#include "nccl/net_abi.h"
 #include "tcp/socket.h"
-#include "tests/common/plugin_loader.h"
+#include "cli/plugin_loader.h"
 
 namespace ff {
 namespace {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "pathctl/clock.h"
+#include "base/clock.h"
 #include "pathctl/topology.h"
 
 namespace ff::pathctl {

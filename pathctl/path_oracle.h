@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "pathctl/backup_table.h"
-#include "pathctl/clock.h"
+#include "base/clock.h"
 #include "pathctl/link_health.h"
 #include "pathctl/path_ranker.h"
 #include "pathctl/ranking_policy.h"

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "plugin/logging.h"
+#include "base/logging.h"
 
 namespace ff {
 namespace {
@@ -55,6 +55,18 @@ const std::vector<KnobSpec> kSpecs = {
     {"FLEXIFORCE_FAILBACK_MS", KnobType::kInt, "2000", 0, 3600000,
      "a failed path reconnects once its interface has had carrier this long (a silent failure: tries after "
      "this long, backing off while it fails) and then carries traffic again; 0 = never fail back"},
+    {"FLEXIFORCE_EAGER_BYTES", KnobType::kBytes, "64K", 0, 4 * kMiB,
+     "sends up to this size complete once copied into the connection's retransmit ring and handed to "
+     "the transport, without waiting for the receiver's acknowledgement (re-sent from the ring after a "
+     "failover); 0 = every send completes on its acknowledgement"},
+    {"FLEXIFORCE_EAGER_RING", KnobType::kBytes, "2M", 0, 1 * kGiB,
+     "bytes of the per-connection retransmit ring that holds eager sends until acknowledged; a send that "
+     "does not fit waits for its acknowledgement instead"},
+    {"FLEXIFORCE_ACK_BATCH", KnobType::kInt, "16", 1, 1024,
+     "the receiver acknowledges eager messages at most once per this many (or FLEXIFORCE_ACK_DELAY_US); "
+     "messages whose sender waits are acknowledged at once"},
+    {"FLEXIFORCE_ACK_DELAY_US", KnobType::kInt, "100", 0, 1000000,
+     "longest time the receiver holds a batched acknowledgement or posted-buffer descriptors"},
     {"FLEXIFORCE_DUAL_PATH_MS", KnobType::kInt, "0", 0, 600000,
      "dual-path canary: before traffic leaves a degraded path, or returns to a reconnected one, both keep "
      "carrying for this long and are compared (retransmissions, round-trip time); the move happens only "
@@ -207,6 +219,10 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.path_loss_ppm = static_cast<int>(num("FLEXIFORCE_PATH_LOSS_PPM"));
   c.failback_ms = static_cast<int>(num("FLEXIFORCE_FAILBACK_MS"));
   c.dual_path_ms = static_cast<int>(num("FLEXIFORCE_DUAL_PATH_MS"));
+  c.eager_bytes = num("FLEXIFORCE_EAGER_BYTES");
+  c.eager_ring_bytes = num("FLEXIFORCE_EAGER_RING");
+  c.ack_batch = static_cast<int>(num("FLEXIFORCE_ACK_BATCH"));
+  c.ack_delay_us = static_cast<int>(num("FLEXIFORCE_ACK_DELAY_US"));
   c.nic_health = num("FLEXIFORCE_NIC_HEALTH") != 0;
   c.sysfs_root = str("FLEXIFORCE_SYSFS_ROOT");
   c.traffic_class = static_cast<int>(num("FLEXIFORCE_TRAFFIC_CLASS"));

@@ -47,6 +47,10 @@ struct Config {
   int path_loss_ppm;     // FLEXIFORCE_PATH_LOSS_PPM: the soft rule's loss threshold
   int failback_ms;       // FLEXIFORCE_FAILBACK_MS; 0: failed paths stay down
   int dual_path_ms;      // FLEXIFORCE_DUAL_PATH_MS; 0: no canary comparison
+  int64_t eager_bytes;       // FLEXIFORCE_EAGER_BYTES; 0: no eager sends
+  int64_t eager_ring_bytes;  // FLEXIFORCE_EAGER_RING
+  int ack_batch;             // FLEXIFORCE_ACK_BATCH
+  int ack_delay_us;          // FLEXIFORCE_ACK_DELAY_US
   bool nic_health;       // FLEXIFORCE_NIC_HEALTH
   std::string sysfs_root;  // FLEXIFORCE_SYSFS_ROOT
   int traffic_class;

@@ -8,10 +8,12 @@
 #include <mutex>
 #include <set>
 
-#include "plugin/absent_stream.h"
+#include "plugin/tcp_reconnect.h"
+#include "tcp/absent_stream.h"
+#include "tcp/stream_path.h"
 #include "plugin/listen_handle.h"
-#include "plugin/logging.h"
-#include "plugin/probes.h"
+#include "base/logging.h"
+#include "core/probes.h"
 #include "plugin/path_planner.h"
 #include "sla/pacing.h"
 #include "sla/traffic_class.h"
@@ -130,16 +132,8 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       a.remote = fresh->plan.paths[i].remote;
       a.sport_lo = fresh->plan.paths[i].sport_lo;
       a.sport_hi = fresh->plan.paths[i].sport_hi;
-      FrameHeader& h = a.hello;
-      h.type = static_cast<uint8_t>(FrameType::kHello);
-      h.path = static_cast<uint16_t>(i);
-      h.tag = i;
-      h.seq = fresh->conn_id;
-      h.offset = fresh->handle.secret;
-      h.total = static_cast<uint64_t>(npaths);
-      h.task_hash = static_cast<uint64_t>(cfg.chunk_bytes);
-      h.sla_us = task.sla_us;
-      SealHeader(&h);
+      a.hello = MakeHello(fresh->conn_id, fresh->handle.secret, npaths, i, static_cast<uint64_t>(cfg.chunk_bytes),
+                          task.sla_us, 0);
       Status s = StartPath(a);
       if (!s.ok()) return s;
       fresh->paths.push_back(std::move(a));
@@ -216,7 +210,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   }
   if (!all_done) return Status::Ok();
 
-  std::vector<std::unique_ptr<StreamPath>> paths;
+  std::vector<std::unique_ptr<Path>> paths;
   std::vector<int> absent;
   for (size_t i = 0; i < pc->paths.size(); ++i) {
     auto& a = pc->paths[i];
@@ -252,15 +246,23 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   opts.task = task.decl.task.id;
   opts.path_id = pc->plan.path_id;
   opts.net_attr = &pc->ctx->attr;
-  opts.conn_id = pc->conn_id;
-  opts.secret = pc->handle.secret;
   opts.failback_ms = static_cast<uint32_t>(cfg.failback_ms);
   opts.dual_path_ms = static_cast<uint32_t>(cfg.dual_path_ms);
-  opts.socket_options.tos = pc->tos;
-  opts.socket_options.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
-  opts.socket_options.user_timeout_ms = cfg.peer_timeout_ms;
-  opts.socket_options.max_pacing_bytes_per_s = pc->pacing_bytes_per_s;
-  for (const auto& a : pc->paths) opts.endpoints.push_back(PathEndpoint{a.local, a.remote, a.sport_lo, a.sport_hi});
+  opts.eager_bytes = static_cast<uint64_t>(cfg.eager_bytes);
+  opts.eager_ring_bytes = static_cast<uint64_t>(cfg.eager_ring_bytes);
+  opts.nic_watch = st.nic_watch();
+  if (cfg.failback_ms > 0) {
+    tcp::PathSocketOptions so;
+    so.tos = pc->tos;
+    so.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
+    so.user_timeout_ms = cfg.peer_timeout_ms;
+    so.max_pacing_bytes_per_s = pc->pacing_bytes_per_s;
+    std::vector<PathEndpoint> endpoints;
+    for (const auto& a : pc->paths) endpoints.push_back(PathEndpoint{a.local, a.remote, a.sport_lo, a.sport_hi});
+    opts.reconnector = std::make_shared<TcpReconnector>(pc->conn_id, pc->handle.secret,
+                                                        static_cast<int>(pc->paths.size()), opts.chunk_bytes,
+                                                        opts.sla_us, std::move(endpoints), so, cfg.link_events);
+  }
   std::string peer = tcp::PeerToString(pc->handle.addrs[0]);
   *out = std::make_unique<SendComm>(std::move(paths), opts, peer);
   FF_PROBE(connect, opts.task_hash, peer.c_str(), static_cast<int>(pc->paths.size() - absent.size()), opts.sla_us,

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <memory>
 
-#include "plugin/send_comm.h"
+#include "core/send_comm.h"
 
 namespace ff {
 

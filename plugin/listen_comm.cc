@@ -1,18 +1,21 @@
 // Listen and accept: hello validation, secret check, grouping paths by connection id.
 #include "plugin/listen_comm.h"
 
+#include "plugin/tcp_reconnect.h"
+#include "tcp/stream_path.h"
+
 #include <sys/random.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "plugin/absent_stream.h"
+#include "tcp/absent_stream.h"
 #include "plugin/connector.h"
 #include "plugin/listen_handle.h"
-#include "plugin/logging.h"
-#include "plugin/probes.h"
+#include "base/logging.h"
+#include "core/probes.h"
 #include "plugin/plugin_state.h"
-#include "plugin/task_profile.h"
+#include "core/task_profile.h"
 #include "tcp/interfaces.h"
 #include "tcp/tcp_stream.h"
 
@@ -126,7 +129,7 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     Group& g = it->second;
     const bool partial = g.arrived < g.npaths;
     if (partial && now - g.first_ns < grace_ns) continue;
-    std::vector<std::unique_ptr<StreamPath>> paths;
+    std::vector<std::unique_ptr<Path>> paths;
     int first_present = -1;
     for (int i = 0; i < g.npaths; ++i) {
       if (g.streams[i] == nullptr) {
@@ -156,12 +159,17 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     opts.profile = &task;
     opts.task = task.decl.task.id;
     opts.net_attr = &ctx_->attr;
-    opts.conn_id = it->first;
-    opts.secret = secret_;
     opts.failback_ms = static_cast<uint32_t>(PluginState::Get().config().failback_ms);
-    opts.socket_options.buffer_bytes = static_cast<int>(PluginState::Get().config().socket_buffer_bytes);
-    opts.socket_options.user_timeout_ms = PluginState::Get().config().peer_timeout_ms;
-    std::string peer = paths[static_cast<size_t>(first_present)]->stream().Describe();
+    opts.nic_watch = PluginState::Get().nic_watch();
+    opts.ack_batch = static_cast<uint32_t>(PluginState::Get().config().ack_batch);
+    opts.ack_delay_us = static_cast<uint32_t>(PluginState::Get().config().ack_delay_us);
+    if (opts.failback_ms > 0 && it->first != 0) {
+      tcp::PathSocketOptions so;
+      so.buffer_bytes = static_cast<int>(PluginState::Get().config().socket_buffer_bytes);
+      so.user_timeout_ms = PluginState::Get().config().peer_timeout_ms;
+      opts.reconnect_inbox = std::make_shared<TcpReconnectInbox>(it->first, secret_, g.npaths, so);
+    }
+    std::string peer = paths[static_cast<size_t>(first_present)]->Describe();
     *out = std::make_unique<RecvComm>(std::move(paths), opts, peer);
     FF_PROBE(accept, opts.task_hash, peer.c_str(), g.arrived, opts.sla_us, -1);
     if (partial) {

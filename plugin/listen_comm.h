@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "plugin/pending_hello.h"
-#include "plugin/recv_comm.h"
-#include "plugin/wire_format.h"
+#include "core/recv_comm.h"
+#include "tcp/byte_stream.h"
+#include "core/wire_format.h"
 #include "tcp/socket.h"
 
 namespace ff {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "plugin/status.h"
+#include "base/status.h"
 
 namespace ff {
 

@@ -7,10 +7,10 @@
 
 #include "plugin/connector.h"
 #include "plugin/listen_comm.h"
-#include "plugin/logging.h"
+#include "base/logging.h"
 #include "plugin/plugin_state.h"
-#include "plugin/recv_comm.h"
-#include "plugin/send_comm.h"
+#include "core/recv_comm.h"
+#include "core/send_comm.h"
 
 namespace ff::net {
 namespace {

@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "plugin/nccl_net_abi.h"
-#include "plugin/status.h"
+#include "nccl/net_abi.h"
+#include "base/status.h"
 
 namespace ff::net {
 

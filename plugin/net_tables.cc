@@ -2,8 +2,8 @@
 #include <cstring>
 
 #include "plugin/net_api.h"
-#include "plugin/nccl_net_abi.h"
-#include "plugin/requests.h"
+#include "nccl/net_abi.h"
+#include "core/requests.h"
 
 #define FF_EXPORT __attribute__((visibility("default")))
 

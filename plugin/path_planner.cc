@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "pathctl/path_oracle.h"
-#include "plugin/logging.h"
+#include "base/logging.h"
 #include "plugin/plugin_state.h"
 #include "tcp/interfaces.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "plugin/listen_handle.h"
-#include "plugin/task_profile.h"
+#include "core/task_profile.h"
 
 namespace ff {
 

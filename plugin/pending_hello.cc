@@ -3,7 +3,7 @@
 
 #include <cerrno>
 
-#include "plugin/status.h"
+#include "base/status.h"
 
 namespace ff {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "plugin/wire_format.h"
+#include "core/wire_format.h"
 #include "tcp/socket.h"
 
 namespace ff {

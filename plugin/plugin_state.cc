@@ -4,7 +4,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "plugin/logging.h"
+#include "base/logging.h"
 
 namespace ff {
 

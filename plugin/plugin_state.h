@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "plugin/config_registry.h"
-#include "plugin/nccl_net_abi.h"
-#include "plugin/nic_watch.h"
-#include "plugin/status.h"
-#include "plugin/task_profile.h"
+#include "nccl/net_abi.h"
+#include "health/nic_watch.h"
+#include "base/status.h"
+#include "core/task_profile.h"
 #include "tcp/interfaces.h"
 
 namespace ff {

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "plugin/logging.h"
+#include "base/logging.h"
 #include "plugin/plugin_state.h"
 #include "tcp/interfaces.h"
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "plugin/pending_hello.h"
-#include "plugin/status.h"
-#include "plugin/wire_format.h"
+#include "base/status.h"
+#include "core/wire_format.h"
 #include "tcp/socket.h"
 
 namespace ff {

@@ -1,5 +1,5 @@
 // The one mapping from internal errors to ncclResult_t.
-#include "plugin/logging.h"
+#include "base/logging.h"
 #include "plugin/net_api.h"
 
 namespace ff::net {

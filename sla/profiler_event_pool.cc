@@ -3,7 +3,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "sla/nccl_profiler_abi.h"
+#include "nccl/profiler_abi.h"
 
 namespace ff::sla {
 

@@ -3,7 +3,7 @@
 #include <new>
 
 #include "sla/net_event_probe.h"
-#include "sla/nccl_profiler_abi.h"
+#include "nccl/profiler_abi.h"
 #include "sla/profiler_event_pool.h"
 
 namespace ff::sla {

@@ -124,4 +124,24 @@ std::vector<NetInterface> SelectInterfaces(const std::vector<NetInterface>& all,
   return out;
 }
 
+int InterfaceIndexOfAddress(const sockaddr_storage& addr) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return 0;
+  int index = 0;
+  for (ifaddrs* a = list; a != nullptr && index == 0; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != addr.ss_family) continue;
+    bool same = false;
+    if (addr.ss_family == AF_INET) {
+      same = reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr ==
+             reinterpret_cast<const sockaddr_in*>(&addr)->sin_addr.s_addr;
+    } else if (addr.ss_family == AF_INET6) {
+      same = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr,
+                         &reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_addr, sizeof(in6_addr)) == 0;
+    }
+    if (same) index = static_cast<int>(if_nametoindex(a->ifa_name));
+  }
+  freeifaddrs(list);
+  return index;
+}
+
 }  // namespace ff::tcp

@@ -36,6 +36,8 @@ class IfnameFilter {
 
 // Address of an interface as text ("10.0.0.1" or "fe80::1").
 std::string AddressToString(const sockaddr_storage& addr);
+// Index of the local interface that holds `addr` (0 when none does).
+int InterfaceIndexOfAddress(const sockaddr_storage& addr);
 
 // Lists up, running interfaces with an IPv4/IPv6 address (link-local IPv6 skipped), honouring
 // `family` ("", "AF_INET", "AF_INET6"). Sysfs is read under `sysfs_root` so tests can use fixtures.

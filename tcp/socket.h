@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "plugin/status.h"
+#include "base/status.h"
 
 namespace ff::tcp {
 

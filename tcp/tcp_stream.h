@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "plugin/byte_stream.h"
+#include "tcp/byte_stream.h"
 #include "tcp/socket.h"
 
 namespace ff::tcp {

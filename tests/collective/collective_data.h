@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "plugin/nccl_net_abi.h"
+#include "nccl/net_abi.h"
 
 namespace ff::collective {
 

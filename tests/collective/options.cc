@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "tests/common/plugin_loader.h"
+#include "cli/plugin_loader.h"
 
 namespace ff::collective {
 namespace {

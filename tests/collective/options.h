@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/nccl_net_abi.h"
+#include "nccl/net_abi.h"
 #include "tests/collective/collective_data.h"
 
 namespace ff::collective {

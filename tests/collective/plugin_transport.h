@@ -7,7 +7,7 @@
 
 #include "tests/collective/profiler_driver.h"
 #include "tests/collective/ring_transport.h"
-#include "tests/common/plugin_loader.h"
+#include "cli/plugin_loader.h"
 
 namespace ff::collective {
 

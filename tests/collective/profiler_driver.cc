@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "tests/collective/abort_context.h"
-#include "tests/common/plugin_loader.h"
+#include "cli/plugin_loader.h"
 
 namespace ff::collective {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "plugin/nccl_net_abi.h"
-#include "sla/nccl_profiler_abi.h"
+#include "nccl/net_abi.h"
+#include "nccl/profiler_abi.h"
 
 namespace ff::collective {
 

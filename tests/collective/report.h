@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plugin/nccl_net_abi.h"
+#include "nccl/net_abi.h"
 
 namespace ff::collective {
 

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "plugin/nccl_net_abi.h"
+#include "nccl/net_abi.h"
 
 namespace ff::collective {
 

@@ -1,5 +1,5 @@
 // Dual-path canary verdicts: which path counters make the compared path "worse".
-#include "plugin/dual_path.h"
+#include "core/dual_path.h"
 
 #include <gtest/gtest.h>
 

@@ -1,15 +1,15 @@
 // PathWatchdog's stall decision, driven with synthetic TCP_INFO samples (no sockets, no sleeps).
 #include <gtest/gtest.h>
 
-#include "plugin/path_health.h"
+#include "core/path_health.h"
 
 namespace ff {
 namespace {
 
 constexpr uint64_t kMs = 1'000'000;
 
-TcpProgress Sample(uint32_t unacked, uint64_t bytes_acked, uint32_t ms_since_ack) {
-  TcpProgress tp;
+PathSample Sample(uint32_t unacked, uint64_t bytes_acked, uint32_t ms_since_ack) {
+  PathSample tp;
   tp.valid = true;
   tp.unacked_segments = unacked;
   tp.bytes_acked = bytes_acked;
@@ -33,7 +33,7 @@ TEST(PathWatchdog, PeerThatSelectivelyAcknowledgedGetsTwiceTheRetransmissionTime
   // acknowledgement can arrive until TCP's own timeout (204 ms) re-sends. Not a dead link.
   PathWatchdog w(100 * kMs, false);
   PathFaultReport rep;
-  TcpProgress tp = Sample(135, 5000, 0);
+  PathSample tp = Sample(135, 5000, 0);
   tp.sacked = 120;
   tp.ca_state = PathWatchdog::kCaRecovery;
   tp.rto_us = 204'000;
@@ -47,7 +47,7 @@ TEST(PathWatchdog, PeerThatSelectivelyAcknowledgedGetsTwiceTheRetransmissionTime
   EXPECT_NE(rep.detail.find("120 selectively acknowledged"), std::string::npos) << rep.detail;
   // The same silence without selective acknowledgements is a dead path after the stall time.
   PathWatchdog fresh(100 * kMs, false);
-  TcpProgress dead = Sample(135, 5000, 0);
+  PathSample dead = Sample(135, 5000, 0);
   dead.rto_us = 204'000;
   EXPECT_FALSE(fresh.Judge(0, dead, 1000 * kMs, &rep));
   dead.ms_since_ack = 104;
@@ -81,7 +81,7 @@ TEST(PathWatchdog, RelativeRuleWaitsEightRoundTripsOnALongPath) {
   // 5 ms round trip (a long fabric): 10 ms of silence is two round trips, not a dead path; 40 ms is.
   PathWatchdog w(100 * kMs, false, 10 * kMs);
   PathFaultReport rep;
-  TcpProgress far = Sample(50, 1000, 0);
+  PathSample far = Sample(50, 1000, 0);
   far.rtt_us = 5000;
   EXPECT_FALSE(w.Judge(0, far, 1000 * kMs, &rep));
   EXPECT_FALSE(w.Judge(1, Sample(50, 1000, 0), 1000 * kMs, &rep));
@@ -163,7 +163,7 @@ TEST(PathWatchdog, RelativeRuleSparesAPathRecoveringALoss) {
   PathWatchdog::ResetAckGapHistory();
   PathWatchdog w(100 * kMs, false, 10 * kMs);
   PathFaultReport rep;
-  TcpProgress lossy = Sample(50, 1000, 0);
+  PathSample lossy = Sample(50, 1000, 0);
   lossy.sacked = 20;
   EXPECT_FALSE(w.Judge(0, lossy, 1000 * kMs, &rep));
   EXPECT_FALSE(w.Judge(1, Sample(50, 1000, 0), 1000 * kMs, &rep));
@@ -219,12 +219,12 @@ TEST(PathWatchdog, StallDetectionOffWhenStallTimeIsZero) {
 TEST(PathWatchdog, InvalidProbeIsIgnored) {
   PathWatchdog w(20 * kMs, false);
   PathFaultReport rep;
-  EXPECT_FALSE(w.Judge(0, TcpProgress{}, 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, PathSample{}, 1000 * kMs, &rep));
 }
 
 // Cumulative TCP counters of one path, advanced window by window.
 struct SoftPath {
-  TcpProgress tp;
+  PathSample tp;
   SoftPath() { tp.valid = true; }
   // One 50 ms window: `segs` segments sent, `lost` of them retransmitted (not reported as duplicates),
   // `spurious` more retransmitted and reported as duplicates, `reordered` reordering events.

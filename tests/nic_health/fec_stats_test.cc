@@ -1,5 +1,5 @@
 // FEC statistics: the fixture stand-in and the real ethtool netlink query.
-#include "pathctl/fec_stats.h"
+#include "health/fec_stats.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include "tests/pcie/fixture_tree.h"
 
-namespace ff::pathctl {
+namespace ff::health {
 namespace {
 
 using ff::testing::FixtureTree;
@@ -85,4 +85,4 @@ TEST(FecStatsSourceRealKernel, MissingInterfaceIsUnsupported) {
 }
 
 }  // namespace
-}  // namespace ff::pathctl
+}  // namespace ff::health

@@ -1,5 +1,5 @@
 // Net interface and RDMA port counter readers: fixture trees and the real lo.
-#include "pathctl/nic_counters.h"
+#include "health/nic_counters.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,7 +15,7 @@
 
 #include "tests/pcie/fixture_tree.h"
 
-namespace ff::pathctl {
+namespace ff::health {
 namespace {
 
 using ff::testing::FixtureTree;
@@ -173,4 +173,4 @@ TEST(NicCounterReaderRealKernel, LoopbackCountersGrowAfterSendingAPacket) {
 }
 
 }  // namespace
-}  // namespace ff::pathctl
+}  // namespace ff::health

@@ -1,5 +1,5 @@
 // NicHealthMonitor: detections from counter deltas, debounce, recovery, sources, threading.
-#include "pathctl/nic_health_monitor.h"
+#include "health/nic_health_monitor.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "tests/pcie/fixture_tree.h"
 
-namespace ff::pathctl {
+namespace ff::health {
 namespace {
 
 using namespace std::chrono_literals;
@@ -356,4 +356,4 @@ TEST(NicHealthMonitorRealKernel, LoopbackHasCountersOnlyAndNoWarnings) {
 }
 
 }  // namespace
-}  // namespace ff::pathctl
+}  // namespace ff::health

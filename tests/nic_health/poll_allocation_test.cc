@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "pathctl/nic_health_monitor.h"
+#include "health/nic_health_monitor.h"
 #include "tests/pcie/fixture_tree.h"
 
 namespace {
@@ -26,7 +26,7 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 
-namespace ff::pathctl {
+namespace ff::health {
 namespace {
 
 using namespace std::chrono_literals;
@@ -84,4 +84,4 @@ TEST(NicHealthMonitorAllocation, QuietPollAllocatesNothing) {
 }
 
 }  // namespace
-}  // namespace ff::pathctl
+}  // namespace ff::health

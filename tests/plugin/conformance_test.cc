@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "plugin/listen_handle.h"
-#include "plugin/wire_format.h"
+#include "core/reconnect.h"
+#include "core/wire_format.h"
 #include "tests/plugin/two_process.h"
 
 namespace ff::testing {
@@ -308,17 +309,24 @@ TEST(Conformance, GarbageFromAStrangerNeverReachesABufferAndTheRealPeerStillConn
   peer.net()->closeListen(lc);
 }
 
-// Reads frames from a raw peer socket until one of `type` arrives (5 s bound); false on EOF/timeout.
-bool ReadFrameOfType(int fd, FrameType type, FrameHeader* out) {
+// Reads frames (header and payload) from a raw peer socket until one of `type` arrives (5 s bound);
+// false on EOF/timeout. The frame's payload is left in *payload.
+bool ReadFrameOfType(int fd, FrameType type, FrameHeader* out, std::vector<char>* payload) {
   timeval tv{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  for (;;) {
+  auto read_all = [&](char* p, size_t n) {
     size_t got = 0;
-    while (got < sizeof(*out)) {
-      ssize_t r = read(fd, reinterpret_cast<char*>(out) + got, sizeof(*out) - got);
+    while (got < n) {
+      ssize_t r = read(fd, p + got, n - got);
       if (r <= 0) return false;
       got += static_cast<size_t>(r);
     }
+    return true;
+  };
+  for (;;) {
+    if (!read_all(reinterpret_cast<char*>(out), sizeof(*out))) return false;
+    payload->assign(out->length, 0);
+    if (out->length > 0 && !read_all(payload->data(), out->length)) return false;
     if (out->type == static_cast<uint8_t>(type)) return true;
   }
 }
@@ -378,10 +386,14 @@ TEST(Conformance, FailbackPathIsAdmittedOnlyWithTheConnectionsSecretAndReplacesT
   ASSERT_NE(req, nullptr);
   // The receiver announces its failback listener on the connection.
   FrameHeader info{};
-  ASSERT_TRUE(ReadFrameOfType(old_fd, FrameType::kRejoinInfo, &info));
-  ASSERT_GT(info.offset, 0u);
+  std::vector<char> info_payload;
+  ASSERT_TRUE(ReadFrameOfType(old_fd, FrameType::kReconnectInfo, &info, &info_payload));
+  ASSERT_EQ(info_payload.size(), sizeof(ReconnectInfo));
+  ReconnectInfo ri;
+  std::memcpy(&ri, info_payload.data(), sizeof(ri));
+  ASSERT_GT(ri.port, 0u);
   sockaddr_in rejoin = FirstAddress(handle);
-  rejoin.sin_port = htons(static_cast<uint16_t>(info.offset));
+  rejoin.sin_port = htons(ri.port);
   auto dial = [&]() {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&rejoin), sizeof(rejoin)), 0);
@@ -597,11 +609,22 @@ TEST(Conformance, UnacknowledgedMessageIsResentWhenThePeerHoldsItButNeverAcknowl
     conns.push_back(c);
   }
   ASSERT_FALSE(conns.empty());
-  FrameHeader credit{};
-  credit.type = static_cast<uint8_t>(FrameType::kAck);
-  credit.seq = 0;     // nothing acknowledged
-  credit.offset = 1;  // one receive posted
-  SealHeader(&credit);
+  // Protocol v2: the receiver publishes one descriptor per posted buffer; nothing acknowledged yet.
+  struct {
+    FrameHeader h;
+    AckMsg ack;
+    RecvDescriptor d;
+  } credit{};
+  credit.h.type = static_cast<uint8_t>(FrameType::kAck);
+  credit.h.length = sizeof(AckMsg) + sizeof(RecvDescriptor);
+  SealHeader(&credit.h);
+  credit.ack.cum_done = 0;
+  credit.ack.descriptors = 1;
+  credit.d.seq = 0;
+  credit.d.capacity = 1 << 20;
+  credit.d.tag = 3;
+  credit.d.group_n = 1;
+  static_assert(sizeof(credit) == 64 + 16 + 48);
   WriteAll(conns[0], &credit, sizeof(credit));
 
   std::vector<char> msg(100000, 'm');

@@ -12,7 +12,7 @@
 #include <functional>
 #include <memory>
 
-#include "tests/common/plugin_loader.h"
+#include "cli/plugin_loader.h"
 
 namespace ff::testing {
 

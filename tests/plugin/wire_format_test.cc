@@ -1,5 +1,5 @@
 // Frame header validation: every field a peer controls is checked before use.
-#include "plugin/wire_format.h"
+#include "core/wire_format.h"
 
 #include <gtest/gtest.h>
 

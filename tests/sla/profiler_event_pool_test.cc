@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "sla/nccl_profiler_abi.h"
+#include "nccl/profiler_abi.h"
 
 namespace ff::sla {
 namespace {

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "sla/net_event_probe.h"
-#include "sla/nccl_profiler_abi.h"
+#include "nccl/profiler_abi.h"
 #include "sla/profiler_event_pool.h"
 
 extern "C" ncclProfiler_v4_t ncclProfiler_v4;

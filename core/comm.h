@@ -1,0 +1,151 @@
+// Transport-independent communicator core shared by the send and receive sides: paths, errors, pause gate.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "core/dual_path.h"
+#include "core/path.h"
+#include "core/path_health.h"
+#include "core/pause_gate.h"
+#include "core/reconnect.h"
+#include "nccl/net_abi.h"
+#include "sla/task_stats.h"
+
+namespace ff {
+
+struct TaskProfile;
+
+class NicWatch;
+
+// What a communicator stamps on every frame and how it chunks (fixed at connect time).
+struct CommOptions {
+  uint64_t chunk_bytes = 512 * 1024;
+  uint64_t stripe_min_bytes = 256 * 1024;
+  int max_queued_chunks = 2;
+  uint64_t task_hash = 0;
+  uint32_t sla_us = 0;
+  // Telemetry: where per-collective statistics go and what the context last said via setNetAttr.
+  sla::StatsTable* stats = nullptr;
+  std::string task;
+  uint32_t path_id = 0;
+  const ncclNetAttr_t* net_attr = nullptr;
+  uint32_t stats_task = sla::StatsTable::kInvalid;  // where failover counters go
+  TaskProfile* profile = nullptr;             // heat index of the task
+  // Self-healing: a path with bytes in flight and no acknowledgement for this long is dead (0: off);
+  // carrier loss on a path's interface (rtnetlink) kills it at once.
+  uint32_t path_stall_ms = 0;
+  uint32_t path_stall_fast_ms = 0;  // relative rule (PathWatchdog::JudgeRelative); 0: off
+  uint32_t path_loss_ppm = PathWatchdog::kDefaultLossPpm;  // soft rule's loss threshold
+  uint32_t resend_timeout_ms = 0;  // 0: no acknowledgement-timeout re-send
+  bool link_events = false;
+  // Eager sends: a message up to this size completes once copied into the connection's retransmit
+  // ring of eager_ring_bytes (0: every send completes on its acknowledgement).
+  uint64_t eager_bytes = 0;
+  uint64_t eager_ring_bytes = 0;
+  // Acknowledgement batching (receiver): at most one per ack_batch messages or ack_delay_us.
+  uint32_t ack_batch = 16;
+  uint32_t ack_delay_us = 100;
+  // Failback: the transport's reconnector (sender) or inbox (receiver); null: never reconnected.
+  std::shared_ptr<Reconnector> reconnector;
+  std::shared_ptr<ReconnectInbox> reconnect_inbox;
+  NicWatch* nic_watch = nullptr;  // process-wide NIC verdicts (device health); null: none
+  uint32_t failback_ms = 0;   // 0: a failed path is never reconnected
+  uint32_t dual_path_ms = 0;  // 0: no canary comparison before moving traffic
+};
+
+class Comm : public FrameSink {
+ public:
+  Comm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& opts, std::string peer);
+  ~Comm() override;
+
+  // Moves bytes on every path; returns the communicator's sticky error once one happened.
+  virtual Status Progress() = 0;
+  const Status& error() const { return error_; }
+  PauseGate& gate() { return gate_; }
+  int path_count() const { return static_cast<int>(paths_.size()); }
+  int alive_paths() const;
+  int usable_paths() const;  // alive and not draining: what new chunks may use
+  const std::string& peer() const { return peer_; }
+
+ protected:
+  // Records the first fatal error and logs it once.
+  void Fail(Status s);
+  // A path failed: mark it dead. Returns false when no path is left (the communicator has failed).
+  bool PathDown(Path& p, const std::string& why, PathFault cause = PathFault::kNone);
+  // Runs the path watchdog; false when the communicator failed.
+  bool CheckHealth();
+  // "2 (10.0.0.1:50000->10.0.0.2:41234)" for every live path, for failover log lines.
+  std::string DescribeAlive() const;
+  // Every path's state, for the one-time "stuck communicator" warning.
+  std::string DescribePaths() const;
+  static constexpr uint64_t kStuckReportNs = 2'000'000'000ull;
+  std::string DescribeUsable() const;
+  Path* FirstAlive();
+  // Collective of a message: the profiler's attribution, else setNetAttr's op bits, else unknown.
+  uint16_t Classify(void* phandle) const;
+  void Record(uint16_t collective, uint64_t bytes, uint64_t latency_ns, sla::Direction dir);
+  // Called after path `p` died while others remain: the sender re-sends what was not acknowledged.
+  // The default (receiver) logs the event; nothing is owed on a receive connection.
+  virtual void OnPathLost(Path& p, const std::string& why, uint64_t silent_ns);
+  // The relative rule flagged path `p` (PathFault::kSilent). The sender hedges: it re-sends the path's
+  // data elsewhere and drains it, leaving the verdict to the absolute rule. Default: treat as lost.
+  virtual bool OnPathSilent(Path& p, const std::string& why, uint64_t silent_ns);
+  uint64_t hedged_ = 0;  // bit i: path i was hedged (drained after the relative rule), not yet judged
+  // Handles a PumpRx result; false when the communicator must stop processing this round.
+  bool HandlePump(Path& p, PumpResult r);
+  // Whether bytes are still owed on this communicator: EOF is an error only then.
+  virtual bool ExpectingTraffic() const = 0;
+  // After the first fatal error: the receiver tells its sender, so neither side waits on the other.
+  virtual void OnFailed() {}
+  bool FlushAll();
+  // Soft degradation: stop putting new chunks on `p` (what it holds still completes).
+  void Drain(Path& p, const std::string& why);
+  // Puts drained paths that stayed clean for the failback time back into service.
+  void ReadmitDrained(uint64_t now_ns);
+  // Dual-path canary (opts_.dual_path_ms > 0): starts / concludes a comparison of path `p` with the others.
+  void StartDualPath(Path& p, DualPathCompare::Kind kind, const std::string& why, uint64_t now_ns);
+  void FinishDualPath();
+  DualPathCompare dual_;
+  // NIC soft health: re-evaluates every path when the process-wide verdicts change.
+  void CheckNics(uint64_t now_ns);
+  // Local interface name of path `i` (resolved once per incarnation; empty when unknown).
+  const std::string& PathInterface(int i);
+  // A path's NIC verdict changed: the sender drains it (or compares first, dual-path mode).
+  virtual void OnNicVerdict(Path& p, bool degraded, const std::string& why);
+  // Soft degradation from any source: drain now, or start a dual-path comparison.
+  void SoftDegrade(Path& p, const std::string& why, uint64_t now_ns);
+  bool NicDegraded(int path) const { return (nic_degraded_ | peer_nic_degraded_) & (uint64_t{1} << path); }
+  uint64_t nic_gen_seen_ = ~uint64_t{0};
+  uint64_t nic_degraded_ = 0;       // bit i: path i's local NIC is degraded
+  uint64_t peer_nic_degraded_ = 0;  // bit i: the receiver reported its NIC under path i degraded
+  std::array<std::string, 16> path_ifname_;
+  uint64_t dual_path_moves_ = 0;
+  uint64_t dual_path_keeps_ = 0;
+
+  // Queues a control frame with its typed payload on `p`, stamped with this connection's task.
+  void QueueControl(Path& p, FrameType type, const void* payload = nullptr, uint32_t length = 0);
+  // Where a control frame's payload is read to (one buffer per path: a frame may arrive in pieces).
+  char* ControlBuffer(int path);
+  // Puts a fresh path in place of path `index` (failback); the old one, dead or stale, is fenced and dropped.
+  void ReplacePath(int index, std::unique_ptr<Path> path);
+  // Incarnation of each path index: a loss report about an older incarnation is ignored.
+  uint32_t path_generation(int index) const { return path_gen_[static_cast<size_t>(index)]; }
+
+  std::vector<std::unique_ptr<Path>> paths_;
+  std::array<uint32_t, 16> path_gen_{};
+  CommOptions opts_;
+  std::string peer_;
+  PauseGate gate_;
+  PathWatchdog watchdog_;
+  Status error_;
+  std::string reject_reason_;  // set by OnHeader when it rejects a frame
+  std::unique_ptr<char[]> control_rx_;  // paths x kMaxControlPayload
+  std::array<uint32_t, 16> stats_slots_;  // per collective, resolved on first use
+};
+
+}  // namespace ff

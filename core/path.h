@@ -1,0 +1,108 @@
+// The seam between the communicator core and a transport: one path of a connection, at chunk level.
+//
+// The core (comm, send_comm, recv_comm, the watchdog rules) sees only this interface. A transport
+// implements it once: tcp/ with a framed byte stream (StreamPath), verbs/ with queue pairs. What the
+// core needs from a path:
+//   - post a data chunk or a control message (Queue), with room to do so (CanQueue);
+//   - progress: push what is queued (Flush) and deliver what landed (Poll) to a FrameSink;
+//   - load (what it still holds) and whether the peer holds everything (Quiescent);
+//   - fence: after Fence() nothing sent on this path can ever land at the peer (TCP: reset;
+//     RDMA: QP to ERR and its flushed completions drained);
+//   - a neutral health sample for the watchdog rules;
+//   - a description for log lines and the local interface for carrier/NIC verdicts.
+// Per-path state the core keeps about a path (alive, draining) sits in this base class so that every
+// transport shares it; the rest (hedged, degraded, generation) is in the communicator's path table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/wire_format.h"
+
+namespace ff {
+
+class Path;
+
+enum class HeaderVerdict { kAccept, kStall, kReject };
+
+// Receives parsed frames; implemented by the send and receive communicators.
+class FrameSink {
+ public:
+  virtual ~FrameSink() = default;
+  // `h` is validated. Set *dest to where the payload goes (nullptr discards it). kStall leaves the
+  // frame with the path until the sink can place it; kReject is a protocol error (sink keeps the reason).
+  virtual HeaderVerdict OnHeader(Path& path, const FrameHeader& h, char** dest) = 0;
+  virtual void OnFrameComplete(Path& path, const FrameHeader& h) = 0;
+};
+
+enum class PumpResult { kIdle, kStalled, kClosed, kIoError, kBadFrame, kRejected };
+
+// What a transport reports about one path's progress, judged by the watchdog (path_health.h). The
+// names follow TCP_INFO; a transport without segments counts its own units (work requests for verbs).
+struct PathSample {
+  bool valid = false;
+  uint32_t unacked_segments = 0;  // sent, not yet acknowledged by the peer's transport
+  uint64_t bytes_acked = 0;       // cumulative, grows with every new acknowledgement
+  uint32_t ms_since_ack = 0;      // age of the last acknowledgement
+  uint32_t retransmits = 0;
+  uint32_t rto_us = 0;
+  uint64_t segs_out = 0;  // units sent, retransmissions included
+  uint32_t rtt_us = 0;    // smoothed round-trip time
+  uint32_t sacked = 0;    // units the peer holds out of order (loss recovery in progress)
+  uint32_t dsack_dups = 0;  // retransmitted units the peer reports it already had (spurious)
+  uint32_t reord_seen = 0;  // reordering events the sender detected
+  uint8_t ca_state = 0;     // congestion-avoidance state (TCP_CA_*): 3 = fast recovery
+};
+
+class Path {
+ public:
+  explicit Path(int index) : index_(index) {}
+  virtual ~Path() = default;
+  Path(const Path&) = delete;
+  Path& operator=(const Path&) = delete;
+
+  int index() const { return index_; }
+  bool alive() const { return alive_; }
+  void MarkDead() { alive_ = false; }
+  // A draining path is alive (it finishes what it holds, carries control messages) but takes no new chunks.
+  bool draining() const { return draining_; }
+  void SetDraining(bool d) { draining_ = d; }
+
+  // Outgoing. A data frame references its payload until Flush has handed it to the transport.
+  virtual bool CanQueue() const = 0;
+  virtual void Queue(const FrameHeader& sealed, const char* payload) = 0;
+  virtual int queued_frames() const = 0;
+  virtual uint64_t queued_payload_bytes() const = 0;
+  virtual int queued_data_frames() const = 0;
+  // Hands queued frames to the transport; false on an error (last_errno()).
+  virtual bool Flush() = 0;
+  // Forgets queued frames (a dead path's chunks are re-sent elsewhere by the communicator).
+  virtual void DropQueued() = 0;
+  // After this returns nothing this path sent can land at the peer any more.
+  virtual void Fence() = 0;
+  // The rest of the chunk now being received is dropped: its copy already arrived on another path.
+  virtual void DiscardCurrentPayload() = 0;
+  // Incoming: delivers frames to `sink` until the transport has nothing more or the sink stalls.
+  virtual PumpResult Poll(FrameSink& sink) = 0;
+  virtual const std::string& rx_error() const = 0;
+  virtual int last_errno() const = 0;
+
+  // Bytes handed to the transport that the peer has not acknowledged yet (-1: unknown).
+  virtual int64_t InFlightBytes() const = 0;
+  // The peer's transport holds every byte handed over (nothing queued, nothing in flight).
+  bool Quiescent() const { return queued_frames() == 0 && InFlightBytes() == 0; }
+  virtual PathSample Sample() const = 0;
+  // A pending asynchronous error on the path (errno value), 0 when none.
+  virtual int PendingError() const = 0;
+  // Interface index of the local end (carrier and NIC verdicts); 0 when unknown.
+  virtual int LocalIfindex() const = 0;
+  virtual std::string Describe() const = 0;
+  virtual std::string DebugState() const = 0;
+
+ private:
+  int index_;
+  bool alive_ = true;
+  bool draining_ = false;
+};
+
+}  // namespace ff

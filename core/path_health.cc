@@ -1,0 +1,312 @@
+// The communicator's path watchdog: judges neutral path samples and carrier state.
+#include "core/path_health.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "health/link_monitor.h"
+
+namespace ff {
+
+const char* PathFaultName(PathFault f) {
+  switch (f) {
+    case PathFault::kNone:
+      return "none";
+    case PathFault::kStalled:
+      return "no acknowledgement";
+    case PathFault::kCarrierLost:
+      return "carrier lost";
+    case PathFault::kSocketError:
+      return "transport error";
+    case PathFault::kPeerReported:
+      return "the peer lost it";
+    case PathFault::kRetransmits:
+      return "retransmissions";
+    case PathFault::kSilent:
+      return "silent while another path is acknowledged";
+  }
+  return "?";
+}
+
+PathWatchdog::State& PathWatchdog::StateOf(int path) {
+  if (static_cast<size_t>(path) >= states_.size()) states_.resize(static_cast<size_t>(path) + 1);
+  return states_[static_cast<size_t>(path)];
+}
+
+uint64_t PathWatchdog::SilentFor(int path, uint64_t now_ns) const {
+  if (static_cast<size_t>(path) >= states_.size() || states_[static_cast<size_t>(path)].last_progress_ns == 0) return 0;
+  return now_ns - states_[static_cast<size_t>(path)].last_progress_ns;
+}
+
+bool PathWatchdog::Judge(int path, const PathSample& tp, uint64_t now_ns, PathFaultReport* out) {
+  State& s = StateOf(path);
+  if (!tp.valid) return false;
+  s.alive = true;  // sampled this round
+  // Progress is the later of: the last change of the cumulative acknowledgement seen by a sample,
+  // and the kernel's own time of the last acknowledgement of any kind (duplicate/SACK included).
+  // One segment in flight may wait for the peer's delayed ACK (40 ms and more): only two or more,
+  // which a live receiver acknowledges at once, count as evidence.
+  // A silence that ends in progress was a healthy delay (a busy host, a descheduled softirq): it
+  // tells the relative rule how long this host's acknowledgements can lag without a fault.
+  // Only a silence watched sample by sample counts: after a pause of this thread the gap is unknown.
+  if (s.unacked >= 2 && tp.bytes_acked != s.bytes_acked && s.last_progress_ns != 0 && now_ns > s.last_progress_ns &&
+      s.last_sample_ns != 0 && now_ns - s.last_sample_ns <= kAckGapSampleSpacingNs)
+    NoteHealthyAckGap(now_ns - s.last_progress_ns, now_ns);
+  s.last_sample_ns = now_ns;
+  if (tp.unacked_segments < 2 || tp.bytes_acked != s.bytes_acked || s.last_progress_ns == 0) {
+    s.last_progress_ns = now_ns;
+  } else {
+    const uint64_t ack_age_ns = uint64_t{tp.ms_since_ack} * 1'000'000;
+    if (ack_age_ns < now_ns && now_ns - ack_age_ns > s.last_progress_ns) s.last_progress_ns = now_ns - ack_age_ns;
+  }
+  if (tp.bytes_acked != s.bytes_acked) s.last_advance_ns = now_ns;
+  s.bytes_acked = tp.bytes_acked;
+  s.unacked = tp.unacked_segments;
+  s.ms_since_ack = tp.ms_since_ack;
+  s.rtt_us = tp.rtt_us;
+  s.recovering = tp.sacked > 0 || tp.ca_state == kCaRecovery;
+  if (stall_ns_ == 0) return false;
+  // A peer that selectively acknowledged what is in flight is alive: the sender is recovering a
+  // lost segment (a lost retransmission waits for the retransmission timeout while the window is
+  // full, so no acknowledgement can come). Give TCP its timeout twice over before calling it dead.
+  uint64_t limit = stall_ns_;
+  if (tp.sacked > 0 || tp.ca_state == kCaRecovery) limit = std::max(limit, 2 * uint64_t{tp.rto_us} * 1000);
+  if (now_ns - s.last_progress_ns < limit) return false;
+  out->path = path;
+  out->cause = PathFault::kStalled;
+  out->silent_ns = now_ns - s.last_progress_ns;
+  out->detail = std::to_string(tp.unacked_segments) + " segment(s) unacknowledged (" + std::to_string(tp.sacked) +
+                " selectively acknowledged), last ack " + std::to_string(tp.ms_since_ack) + " ms ago, rto " +
+                std::to_string(tp.rto_us / 1000) + " ms";
+  return true;
+}
+
+namespace {
+// The longest healthy acknowledgement gap seen lately by any path of this process, and when: a busy
+// host delays every connection's acknowledgements alike, so one estimate serves them all.
+std::atomic<uint64_t> g_ack_gap_ns{0};
+std::atomic<uint64_t> g_ack_gap_at_ns{0};
+}  // namespace
+
+uint64_t PathWatchdog::RecentAckGap(uint64_t now_ns) {
+  const uint64_t gap = g_ack_gap_ns.load(std::memory_order_relaxed);
+  const uint64_t at = g_ack_gap_at_ns.load(std::memory_order_relaxed);
+  if (gap == 0 || now_ns < at) return gap;
+  // Halves every kAckGapHalfLifeNs without a new maximum: a host that calmed down detects fast again.
+  const uint64_t halvings = (now_ns - at) / kAckGapHalfLifeNs;
+  return halvings >= 63 ? 0 : gap >> halvings;
+}
+
+void PathWatchdog::NoteHealthyAckGap(uint64_t gap_ns, uint64_t now_ns) {
+  if (gap_ns < kAckGapFloorNs || gap_ns > kAckGapCeilingNs) return;
+  if (gap_ns < RecentAckGap(now_ns)) return;
+  g_ack_gap_ns.store(gap_ns, std::memory_order_relaxed);
+  g_ack_gap_at_ns.store(now_ns, std::memory_order_relaxed);
+}
+
+void PathWatchdog::ResetAckGapHistory() {
+  g_ack_gap_ns.store(0, std::memory_order_relaxed);
+  g_ack_gap_at_ns.store(0, std::memory_order_relaxed);
+}
+
+uint64_t PathWatchdog::RelativeLimit(uint32_t rtt_us, uint64_t now_ns) const {
+  return std::max({fast_stall_ns_, 8 * uint64_t{rtt_us} * 1000, kAckGapMargin * RecentAckGap(now_ns)});
+}
+
+bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out) {
+  if (fast_stall_ns_ == 0 || static_cast<size_t>(path) >= states_.size()) return false;
+  const State& s = states_[static_cast<size_t>(path)];
+  if (!s.alive || s.unacked < 2 || s.recovering || s.last_progress_ns == 0) return false;
+  const uint64_t silent = now_ns - s.last_progress_ns;
+  const uint64_t limit = RelativeLimit(s.rtt_us, now_ns);
+  if (silent < limit) return false;
+  for (size_t j = 0; j < states_.size(); ++j) {
+    const State& o = states_[j];
+    // The other path must have been acknowledged well into this one's silence (a quarter of the
+    // limit after it began): one that fell silent at the same moment, a late acknowledgement or two
+    // apart, is no evidence (a busy host stalls them all).
+    if (static_cast<int>(j) == path || !o.alive || o.last_advance_ns < s.last_progress_ns + limit / 4) continue;
+    if (now_ns - o.last_advance_ns >= limit) continue;
+    out->path = path;
+    out->cause = PathFault::kSilent;
+    out->silent_ns = silent;
+    out->detail = std::to_string(s.unacked) + " segment(s) unacknowledged for " + std::to_string(silent / 1'000'000) +
+                  " ms while path " + std::to_string(j) + " was acknowledged " +
+                  std::to_string((now_ns - o.last_advance_ns) / 1'000'000) + " ms ago";
+    return true;
+  }
+  return false;
+}
+
+void PathWatchdog::SampleSoft(int path, const PathSample& tp) {
+  State& s = StateOf(path);
+  const SoftCounters c{tp.retransmits, tp.dsack_dups, tp.reord_seen, tp.segs_out};
+  if (!s.soft_seen || c.retrans < s.cur.retrans || c.dsacks < s.cur.dsacks || c.reord < s.cur.reord ||
+      c.segs < s.cur.segs) {
+    s.soft_seen = true;
+    s.prev = s.cur = s.now = c;
+    s.have_prev = false;
+  }
+  s.now = c;
+  s.soft_sampled = true;
+}
+
+bool PathWatchdog::CloseSoftWindow(uint64_t now_ns, uint64_t draining_mask, PathFaultReport* out) {
+  if (soft_window_start_ns_ == 0) soft_window_start_ns_ = now_ns;
+  if (now_ns - soft_window_start_ns_ < kSoftWindowNs) return false;
+  soft_window_start_ns_ = now_ns;
+  // Each path's loss over its span (the last kSoftSpanWindows windows), -1 where the span holds too
+  // few segments to tell. Windows are judged one late, so the peer's duplicate reports (DSACK) for a
+  // window's retransmissions have arrived: a retransmission the peer already had was spurious (a
+  // late or reordered acknowledgement, as on a busy host), not a lost segment.
+  double ratio[kMaxPaths];
+  double other[kMaxPaths];  // the same, as evidence about the other paths: a quarter of the segments do
+  const size_t n = std::min<size_t>(states_.size(), kMaxPaths);
+  for (size_t i = 0; i < n; ++i) {
+    State& s = states_[i];
+    ratio[i] = other[i] = -1.0;
+    if (!s.soft_sampled) {  // dead or not sampled: its history no longer describes the path
+      s.have_prev = false;
+      s.span_len = 0;
+      s.soft_streak = 0;
+      continue;
+    }
+    if (s.have_prev) {
+      const uint64_t retrans = s.cur.retrans - s.prev.retrans;
+      const uint64_t spurious = s.now.dsacks - s.prev.dsacks;
+      SoftWindow& w = s.span[s.span_next];
+      w.lost = retrans > spurious && s.cur.reord == s.prev.reord ? retrans - spurious : 0;
+      w.segs = s.cur.segs - s.prev.segs;
+      s.span_next = (s.span_next + 1) % kSoftSpanWindows;
+      s.span_len = std::min(s.span_len + 1, kSoftSpanWindows);
+      // The duplicates counted here are spent: the next window counts its own from now on.
+      s.cur.dsacks = s.now.dsacks;
+      uint64_t lost = 0, segs = 0;
+      int lossy_windows = 0;
+      for (int k = 0; k < s.span_len; ++k) {
+        lost += s.span[k].lost;
+        segs += s.span[k].segs;
+        lossy_windows += s.span[k].lost > 0;
+      }
+      // A healthy path loses a whole offload packet now and then, sometimes a few at once; a lossy
+      // link loses all along: the loss must be spread over several windows of the span.
+      if (lossy_windows < kSoftLossyWindows) lost = 0;
+      const double r = segs == 0 ? 0.0 : static_cast<double>(lost) / static_cast<double>(segs);
+      if (segs >= kSoftMinSegments) ratio[i] = r;
+      if (segs >= kSoftMinSegments / 4) other[i] = r;
+    }
+    s.prev = s.cur;
+    s.cur = s.now;
+    s.have_prev = true;
+    s.soft_sampled = false;
+  }
+  int found = -1;
+  for (size_t i = 0; i < n; ++i) {
+    State& s = states_[i];
+    double best_other = -1.0;
+    for (size_t j = 0; j < n; ++j)
+      if (j != i && other[j] >= 0 && (best_other < 0 || other[j] < best_other)) best_other = other[j];
+    // Lossy: above the threshold, and clearly above the best other path. Congestion or a busy
+    // receiving host hits every path alike and is no path fault; with no other path carrying
+    // traffic to compare with there is no evidence either way, and nowhere to move the traffic.
+    const bool lossy = ratio[i] > 0 && ratio[i] >= loss_ratio_ && best_other >= 0 &&
+                       ratio[i] >= 2 * best_other + loss_ratio_ / 2;
+    if (!lossy) {
+      s.soft_streak = 0;
+      continue;
+    }
+    s.last_retrans_ns = now_ns;  // a lossy span restarts a drained path's failback clock
+    if (++s.soft_streak < kSoftDetections || (draining_mask & (uint64_t{1} << i)) || found >= 0) continue;
+    s.soft_streak = 0;
+    found = static_cast<int>(i);
+    out->path = found;
+    out->cause = PathFault::kRetransmits;
+    out->silent_ns = 0;
+    char buf[200];
+    int len = std::snprintf(buf, sizeof(buf), "lost %.2f%% of its segments over the last %d ms (threshold %.2f%%",
+                            100 * ratio[i], s.span_len * static_cast<int>(kSoftWindowNs / 1'000'000),
+                            100 * loss_ratio_);
+    if (len > 0 && static_cast<size_t>(len) < sizeof(buf))
+      std::snprintf(buf + len, sizeof(buf) - static_cast<size_t>(len), "; best other path %.2f%%", 100 * best_other);
+    out->detail = std::string(buf) + ")";
+  }
+  return found >= 0;
+}
+
+void PathWatchdog::NoteDrained(int path, uint64_t now_ns) {
+  State& s = StateOf(path);
+  s.drained_ns = now_ns;
+  s.last_retrans_ns = now_ns;
+  s.soft_streak = 0;
+  if (s.drains < 5) ++s.drains;
+}
+
+void PathWatchdog::NoteReadmitted(int path) { StateOf(path).soft_streak = 0; }
+
+void PathWatchdog::ResetPath(int path) {
+  StateOf(path) = State{};
+  link_generation_ = ~uint64_t{0};  // re-check the carrier of the new socket's interface
+}
+
+bool PathWatchdog::ReadyToReadmit(int path, uint64_t now_ns) const {
+  if (static_cast<size_t>(path) >= states_.size()) return true;
+  const State& s = states_[static_cast<size_t>(path)];
+  const uint64_t hold = kFailbackNs << std::max(0, std::min(s.drains, 5) - 1);
+  return now_ns - s.last_retrans_ns >= hold && now_ns - s.drained_ns >= hold;
+}
+
+bool PathWatchdog::Check(const std::vector<std::unique_ptr<Path>>& paths, uint64_t now_ns,
+                         PathFaultReport* out) {
+  if (!enabled() || now_ns - last_sample_ns_ < kSampleNs) return false;
+  last_sample_ns_ = now_ns;
+  bool recheck_carrier = false;
+  if (carrier_events_) {
+    uint64_t gen = LinkMonitor::Get().Poll(now_ns);
+    recheck_carrier = gen != link_generation_;
+    link_generation_ = gen;
+  }
+  for (auto& st : states_) st.alive = false;
+  uint64_t draining = 0;
+  for (const auto& p : paths) {
+    if (!p->alive()) continue;
+    State& s = StateOf(p->index());
+    if (recheck_carrier) {
+      if (s.ifindex < 0) {
+        s.ifindex = p->LocalIfindex();
+        if (s.ifindex > 0) LinkMonitor::Get().WatchCarrier(s.ifindex);
+      }
+      if (s.ifindex > 0 && LinkMonitor::Get().IsDown(s.ifindex)) {
+        out->path = p->index();
+        out->cause = PathFault::kCarrierLost;
+        out->silent_ns = SilentFor(p->index(), now_ns);
+        out->detail = "interface index " + std::to_string(s.ifindex) + " has no carrier";
+        return true;
+      }
+    }
+    // A transport's asynchronous error (TCP: an ICMP unreachable or a reset on the socket) comes long
+    // before the transport itself gives up.
+    if (const int err = p->PendingError(); err != 0) {
+      out->path = p->index();
+      out->cause = PathFault::kSocketError;
+      out->silent_ns = SilentFor(p->index(), now_ns);
+      out->detail = std::string(strerror(err));
+      return true;
+    }
+    if (stall_ns_ == 0) continue;
+    const PathSample tp = p->Sample();
+    if (Judge(p->index(), tp, now_ns, out)) return true;
+    // Only senders run the stall watchdog, and only their retransmissions say the path loses data.
+    // A draining path is still sampled, so its failback clock restarts while it keeps losing data.
+    if (tp.valid) SampleSoft(p->index(), tp);
+    if (p->draining()) draining |= uint64_t{1} << p->index();
+  }
+  if (stall_ns_ > 0 && CloseSoftWindow(now_ns, draining, out)) return true;
+  for (const auto& p : paths)
+    if (p->alive() && !p->draining() && JudgeRelative(p->index(), now_ns, out)) return true;
+  return false;
+}
+
+}  // namespace ff

@@ -1,0 +1,155 @@
+// Per-path liveness rules over neutral path samples (core/path.h): a path that silently stopped delivering,
+// lost its carrier, reports an error, or loses data. Every transport is judged by the same rules.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/path.h"
+
+namespace ff {
+
+// kSilent: the relative rule - silent while another path of the connection is acknowledged. It is
+// acted on at once but not trusted alone: the path's data is re-sent and the path drained, and only
+// the absolute rule (kStalled) or a hard signal declares it dead.
+enum class PathFault { kNone, kStalled, kCarrierLost, kSocketError, kPeerReported, kRetransmits, kSilent };
+// Soft faults move traffic away from a path (drain) instead of killing it.
+inline bool IsSoftFault(PathFault f) { return f == PathFault::kRetransmits; }
+const char* PathFaultName(PathFault f);
+
+struct PathFaultReport {
+  int path = -1;
+  PathFault cause = PathFault::kNone;
+  uint64_t silent_ns = 0;  // how long the path had made no progress when it was declared dead
+  std::string detail;      // kernel evidence for the log line
+};
+
+
+// Samples the paths of one communicator. A path is stalled when the kernel has two or more segments
+// in flight on it and no acknowledgement at all (neither cumulative progress nor a duplicate/SACK) has arrived
+// for `stall_ns`. Only kernel counters are compared, so a proxy thread that was descheduled for a
+// while never mistakes its own absence for a dead link.
+class PathWatchdog {
+ public:
+  PathWatchdog(uint64_t stall_ns, bool carrier_events, uint64_t fast_stall_ns = 0)
+      : stall_ns_(stall_ns), carrier_events_(carrier_events), fast_stall_ns_(fast_stall_ns) {}
+
+  // Soft signal. Every kSoftWindowNs the connection's paths close a window together; a path's span is
+  // its last kSoftSpanWindows windows (500 ms). A path is lossy when its span holds at least
+  // kSoftMinSegments segments, it lost at least `loss_ratio` of them (retransmissions the peer did
+  // not report as duplicates), and - when another path's span can be compared - at least twice that
+  // path's ratio plus half the threshold, and the loss is spread over kSoftLossyWindows windows or more.
+  // kSoftDetections lossy closes in a row degrade it.
+  // Why these numbers (measured on the fabric emulator, 2 cores, 4 ranks): a healthy path retransmits
+  // ~0.06% of its segments that the peer never reports as duplicates, a whole offload packet (up to
+  // ~45 segments) at a time, so a single 50 ms window of ~5,000 segments can show 0.9%; 1% loss on a
+  // link shows 0.9-1.4% over any 500 ms. 83% of the healthy path's windows with such retransmissions
+  // also saw packet reordering (the host's per-CPU queues), against 23% on a lossy link: a window
+  // whose retransmissions came with reordering is not counted as loss.
+  static constexpr uint64_t kSoftWindowNs = 50'000'000;
+  static constexpr int kSoftSpanWindows = 10;
+  static constexpr int kSoftDetections = 2;
+  static constexpr uint64_t kSoftMinSegments = 20000;
+  static constexpr int kSoftLossyWindows = 2;  // windows of the span that lost something
+  static constexpr uint32_t kDefaultLossPpm = 4000;
+  void set_loss_ratio(double r) { loss_ratio_ = r; }
+  double loss_ratio() const { return loss_ratio_; }
+  // Feeds one path's cumulative counters (TCP_INFO) for the current window.
+  void SampleSoft(int path, const PathSample& tp);
+  // Closes the window once kSoftWindowNs have passed; true and *out filled for the first path (not
+  // draining) that the debounce declares degraded.
+  bool CloseSoftWindow(uint64_t now_ns, uint64_t draining_mask, PathFaultReport* out);
+  // A drained path returns after this long without a lossy window; each repeated drain doubles the
+  // wait (up to 16x), so a path that stays lossy is probed ever more rarely.
+  static constexpr uint64_t kFailbackNs = 500'000'000;
+  // Whether a drained path has been clean long enough to carry traffic again.
+  bool ReadyToReadmit(int path, uint64_t now_ns) const;
+  void NoteDrained(int path, uint64_t now_ns);
+  void NoteReadmitted(int path);
+  // A reconnected path starts with a clean history.
+  void ResetPath(int path);
+
+  bool enabled() const { return stall_ns_ > 0 || carrier_events_; }
+  // Looks at each live path at most once per sample interval; true and *out filled for the first
+  // failed path found. `probe` is injectable so the decision logic is tested without sockets.
+  bool Check(const std::vector<std::unique_ptr<Path>>& paths, uint64_t now_ns, PathFaultReport* out);
+  // The decision for one path given a fresh sample; public for tests.
+  bool Judge(int path, const PathSample& tp, uint64_t now_ns, PathFaultReport* out);
+  // The relative rule's silence limit: FLEXIFORCE_PATH_STALL_FAST_MS, 8 round trips, or kAckGapMargin
+  // times the longest healthy acknowledgement gap this process saw lately, whichever is longest. A
+  // healthy but busy host (2 cores, ranks and softirqs competing) lets one connection's
+  // acknowledgements lag 10-70 ms while another's flow; on an idle host gaps stay ~1 ms and the limit
+  // stays at the configured 10 ms.
+  uint64_t RelativeLimit(uint32_t rtt_us, uint64_t now_ns) const;
+  static constexpr uint64_t kAckGapMargin = 3;
+  static constexpr uint64_t kAckGapFloorNs = 2'000'000;        // shorter gaps are sampling noise
+  static constexpr uint64_t kAckGapCeilingNs = 1'000'000'000;  // longer ones are outages, not delays
+  static constexpr uint64_t kAckGapHalfLifeNs = 10'000'000'000ull;
+  static constexpr uint64_t kAckGapSampleSpacingNs = 5'000'000;  // samples closer than this watch a gap
+  // Process-wide history of healthy gaps (what a gap ending in progress looked like).
+  static void NoteHealthyAckGap(uint64_t gap_ns, uint64_t now_ns);
+  static uint64_t RecentAckGap(uint64_t now_ns);
+  static void ResetAckGapHistory();  // tests
+  // Relative rule, for a link that dies silently (a cut behind a switch): after `fast_stall_ns` of
+  // silence (or 8 of the path's measured round trips, if longer: a live peer answers within one), a path whose peer is not recovering a loss (no selective acknowledgements) is dead when
+  // another path of the same connection had its cumulative acknowledgement advance meanwhile - the
+  // peer and this host's stack are evidently working, so the silence is this path's. A host too
+  // busy to process acknowledgements stalls every path alike and never triggers it.
+  bool JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out);
+  // Time since path `i` last showed progress (0 if never sampled).
+  uint64_t SilentFor(int path, uint64_t now_ns) const;
+
+  static constexpr uint64_t kSampleNs = 1'000'000;
+  static constexpr uint8_t kCaRecovery = 3;  // TCP_CA_Recovery
+
+ private:
+  struct SoftCounters {
+    uint32_t retrans = 0;
+    uint32_t dsacks = 0;
+    uint32_t reord = 0;
+    uint64_t segs = 0;
+  };
+  struct SoftWindow {
+    uint64_t lost = 0;
+    uint64_t segs = 0;
+  };
+  static constexpr size_t kMaxPaths = 64;
+  struct State {
+    int ifindex = -1;  // -1: not resolved yet, 0: unknown
+    uint64_t bytes_acked = 0;
+    uint64_t last_progress_ns = 0;
+    uint64_t last_advance_ns = 0;  // last time the cumulative acknowledgement moved
+    uint64_t last_sample_ns = 0;
+    uint32_t unacked = 0;          // from the last sample
+    uint32_t ms_since_ack = 0;
+    uint32_t rtt_us = 0;           // smoothed round trip from the last sample
+    bool recovering = false;       // the last sample showed SACKs or fast recovery
+    bool alive = false;            // sampled in the current round
+    // soft (loss ratio) tracking: counters at the start of the previous and current windows, and now
+    bool soft_seen = false;
+    bool soft_sampled = false;  // sampled in the current window
+    bool have_prev = false;     // the previous window was sampled too
+    SoftCounters prev, cur, now;
+    SoftWindow span[kSoftSpanWindows] = {};
+    int span_len = 0;
+    int span_next = 0;
+    int soft_streak = 0;  // consecutive lossy closes
+    uint64_t last_retrans_ns = 0;
+    uint64_t drained_ns = 0;
+    int drains = 0;
+  };
+  State& StateOf(int path);
+
+  uint64_t stall_ns_;
+  bool carrier_events_;
+  uint64_t fast_stall_ns_;
+  uint64_t last_sample_ns_ = 0;
+  uint64_t link_generation_ = ~uint64_t{0};
+  double loss_ratio_ = kDefaultLossPpm / 1e6;
+  uint64_t soft_window_start_ns_ = 0;
+  std::vector<State> states_;
+};
+
+}  // namespace ff

@@ -1,0 +1,389 @@
+// Receive path: tag matching within grouped receives, bounds checks, duplicate suppression, cumulative acks.
+#include "core/recv_comm.h"
+
+#include "base/logging.h"
+#include "core/probes.h"
+#include "core/task_profile.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ff {
+
+RecvComm::RecvComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& opts, std::string peer)
+    : Comm(std::move(paths), opts, std::move(peer)) {}
+
+void RecvComm::AdoptRejoins() {
+  std::vector<ReconnectInbox::Arrival> arrivals;
+  if (!opts_.reconnect_inbox->Take(&arrivals)) return;
+  for (auto& a : arrivals) {
+    if (a.index < 0 || a.index >= path_count()) continue;
+    const bool was_alive = paths_[static_cast<size_t>(a.index)]->alive();
+    ReplacePath(a.index, std::move(a.path));
+    // Whatever the old path was receiving is gone with it; the sender re-sent that chunk.
+    path_entry_[static_cast<size_t>(a.index)] = nullptr;
+    FF_WARN("path %d from %s reconnected (failback)%s; receiving on %s", a.index, peer_.c_str(),
+            was_alive ? ", replacing a stream the sender had given up on" : "", DescribeAlive().c_str());
+  }
+}
+
+Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out) {
+  *out = nullptr;
+  if (!error_.ok()) return error_;
+  if (n < 1 || n > kMaxRecvs)
+    return InvalidArgument("irecv of " + std::to_string(n) + " buffers; accepted 1 to " + std::to_string(kMaxRecvs));
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] > 0 && data[i] == nullptr)
+      return InvalidArgument("irecv buffer " + std::to_string(i) + " is NULL with size " + std::to_string(sizes[i]));
+    for (int j = 0; j < i; ++j)
+      if (tags[i] == tags[j] && n > 1)
+        return InvalidUsage("grouped irecv with duplicate tag " + std::to_string(tags[i]));
+  }
+  if (alive_paths() == 0) return RemoteError("no path left to " + peer_);
+  if (gate_.paused() || active_count_ == kMaxRequests) return Progress().ok() ? Status::Ok() : error_;
+  RecvRequest* r = pool_.Acquire(RequestKind::kRecv, this);
+  if (r == nullptr) return Status::Ok();
+  r->n = n;
+  r->seq_base = next_post_seq_;
+  r->start_ns = NowNs();
+  FF_PROBE(recv_post, opts_.task_hash, 0xffff, n == 1 ? sizes[0] : uint64_t{0}, peer_.c_str(), -1, opts_.sla_us, 0,
+           opts_.task.c_str());
+  if (next_post_seq_ == credit_sent_) posted_since_ns_ = r->start_ns;
+  next_post_seq_ += static_cast<uint64_t>(n);
+  for (int i = 0; i < n; ++i) {
+    RecvEntry& e = r->entries[i];
+    e.data = static_cast<char*>(data[i]);
+    e.capacity = sizes[i];
+    e.tag = tags[i];
+  }
+  active_[active_count_++] = r;
+  *out = r;
+  (void)Progress();  // a failure here is sticky and reported by test()
+  return Status::Ok();
+}
+
+RecvEntry* RecvComm::FindEntry(const FrameHeader& h, RecvRequest** req) {
+  for (int i = 0; i < active_count_; ++i) {
+    RecvRequest* r = active_[i];
+    if (h.seq < r->seq_base || h.seq >= r->seq_base + static_cast<uint64_t>(r->n)) continue;
+    *req = r;
+    for (int k = 0; k < r->n; ++k) {
+      RecvEntry& e = r->entries[k];
+      if (e.bound && e.seq == h.seq) return &e;
+    }
+    // First frame of this message: bind it to the buffer posted with its tag (any tag for n == 1).
+    for (int k = 0; k < r->n; ++k) {
+      RecvEntry& e = r->entries[k];
+      if (!e.bound && (r->n == 1 || e.tag == h.tag)) {
+        e.bound = true;
+        e.seq = h.seq;
+        return &e;
+      }
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+HeaderVerdict RecvComm::OnHeader(Path& path, const FrameHeader& h, char** dest) {
+  *dest = nullptr;
+  const int pi = path.index();
+  path_entry_[pi] = nullptr;
+  if (h.type == static_cast<uint8_t>(FrameType::kAckRequest)) {
+    ack_all_paths_ = true;
+    ack_requested_ = true;
+    return HeaderVerdict::kAccept;
+  }
+  if (h.type == static_cast<uint8_t>(FrameType::kAbort)) {
+    reject_reason_ = "the sender " + peer_ + " aborted the connection (its message did not fit the posted buffer, "
+                     "or it failed)";
+    return HeaderVerdict::kReject;
+  }
+  if (h.type != static_cast<uint8_t>(FrameType::kData)) {
+    reject_reason_ = "unexpected frame type " + std::to_string(h.type) + " on a receive connection";
+    return HeaderVerdict::kReject;
+  }
+  last_rx_path_ = pi;
+  if (h.seq < cum_done_ || (h.seq < cum_done_ + kDoneWindow && done_bits_[h.seq % kDoneWindow])) {
+    // A re-sent copy of a message already complete: discard it. The sender re-sends only what it
+    // thinks unacknowledged, so our acknowledgements may be getting lost: send the next on every path.
+    ack_all_paths_ = true;
+    return HeaderVerdict::kAccept;
+  }
+  if (h.seq >= next_post_seq_) return HeaderVerdict::kStall;  // its buffer is not posted yet
+  RecvRequest* req = nullptr;
+  RecvEntry* e = FindEntry(h, &req);
+  if (e == nullptr) {
+    reject_reason_ = "message " + std::to_string(h.seq) + " with tag " + std::to_string(h.tag) +
+                     " matches no buffer of the posted grouped receive";
+    SendAbort(AbortReason::kProtocolError, h.seq);
+    return HeaderVerdict::kReject;
+  }
+  if (!e->size_known) {
+    if (h.total > e->capacity) {
+      reject_reason_ = "message " + std::to_string(h.seq) + " (tag " + std::to_string(h.tag) + ") has " +
+                       std::to_string(h.total) + " bytes but the posted receive buffer holds " +
+                       std::to_string(e->capacity);
+      SendAbort(AbortReason::kMessageTooLarge, h.seq);
+      return HeaderVerdict::kReject;
+    }
+    e->size_known = true;
+    e->total = h.total;
+    e->collective = h.collective;
+    e->chunk = ChunkBytesFor(h.total, opts_.chunk_bytes);
+  } else if (h.total != e->total) {
+    reject_reason_ = "message " + std::to_string(h.seq) + " changed size from " + std::to_string(e->total) +
+                     " to " + std::to_string(h.total);
+    return HeaderVerdict::kReject;
+  }
+  uint64_t idx = h.offset / e->chunk;
+  if (h.offset % e->chunk != 0 || idx >= kChunkBitmapBits || (h.length != std::min(e->chunk, h.total - h.offset) &&
+                                                              h.total != 0)) {
+    reject_reason_ = "frame at offset " + std::to_string(h.offset) + " is not aligned to the " +
+                     std::to_string(e->chunk) + "-byte chunks of message " + std::to_string(h.seq);
+    return HeaderVerdict::kReject;
+  }
+  path_req_[pi] = req;
+  if (e->chunks_seen[idx / 64] & (uint64_t{1} << (idx % 64))) {  // duplicate chunk
+    ack_all_paths_ = true;
+    return HeaderVerdict::kAccept;
+  }
+  path_entry_[pi] = e;
+  path_offset_[pi] = h.offset;
+  *dest = e->data + h.offset;
+  return HeaderVerdict::kAccept;
+}
+
+void RecvComm::OnFrameComplete(Path& path, const FrameHeader& h) {
+  RecvEntry* e = path_entry_[path.index()];
+  if (e == nullptr) return;  // discarded duplicate
+  path_entry_[path.index()] = nullptr;
+  uint64_t idx = h.offset / e->chunk;
+  e->chunks_seen[idx / 64] |= uint64_t{1} << (idx % 64);
+  ++frames_done_;
+  e->received += h.length;
+  // After a failover the same chunk can be arriving on two paths at once (the original on a path
+  // that is stalling, the copy on a live one). The first to finish wins; the other's remaining bytes
+  // must not land in the buffer, which NCCL may reuse as soon as the message completes.
+  for (auto& q : paths_) {
+    int qi = q->index();
+    if (qi != path.index() && path_entry_[qi] == e && path_offset_[qi] == h.offset) {
+      q->DiscardCurrentPayload();
+      path_entry_[qi] = nullptr;
+    }
+  }
+  if (e->received < e->total || e->done) return;
+  e->done = true;
+  if (h.flags & kDataFlagAckNow) ack_now_ = true;
+  RecvRequest* r = path_req_[path.index()];
+  ++r->done_count;
+  Record(e->collective, e->total, NowNs() - r->start_ns, sla::Direction::kRecv);
+  FF_PROBE(recv_done, opts_.task_hash, e->collective, e->total, peer_.c_str(), path.index(), opts_.sla_us,
+           NowNs() - r->start_ns, opts_.task.c_str());
+  done_bits_[h.seq % kDoneWindow] = true;
+  if (cum_done_ == acked_) done_since_ns_ = NowNs();
+  while (done_bits_[cum_done_ % kDoneWindow]) {
+    done_bits_[cum_done_ % kDoneWindow] = false;
+    ++cum_done_;
+  }
+  if (r->done_count == r->n) {
+    for (int i = 0; i < active_count_; ++i) {
+      if (active_[i] == r) {
+        active_[i] = active_[--active_count_];
+        break;
+      }
+    }
+  }
+}
+
+void RecvComm::OnPathLost(Path& p, const std::string& why, uint64_t silent_ns) {
+  Comm::OnPathLost(p, why, silent_ns);
+  SendPathEvent(p.index(), PathEvent::kDown);
+}
+
+void RecvComm::OnNicVerdict(Path& p, bool degraded, const std::string& why) {
+  FF_WARN("receive path %d (%s) from %s: %s; telling the sender", p.index(), p.Describe().c_str(), peer_.c_str(),
+          degraded ? why.c_str() : "NIC recovered");
+  SendPathEvent(p.index(), degraded ? PathEvent::kNicDegraded : PathEvent::kNicRecovered);
+}
+
+void RecvComm::OnFailed() {
+  // Best effort on whatever path is left: a sender still waiting for acknowledgements gets an
+  // error at once instead of waiting for its own timeouts.
+  SendAbort(AbortReason::kProtocolError, cum_done_);
+}
+
+void RecvComm::SendAbort(AbortReason reason, uint64_t seq) {
+  AbortMsg m{};
+  m.reason = static_cast<int32_t>(reason);
+  m.seq = seq;
+  for (auto& p : paths_) {
+    if (!p->alive() || !p->CanQueue()) continue;
+    QueueControl(*p, FrameType::kAbort, &m, sizeof(m));
+    p->Flush();
+  }
+}
+
+bool RecvComm::SendPathEvent(int path, PathEvent event) {
+  // Path reports go on every live path: the one they are about may be the one the sender listens on.
+  // The path's incarnation rides along, so a report that crosses a reconnect is not applied to the new one.
+  PathEventMsg m{};
+  m.path = static_cast<uint16_t>(path);
+  m.event = static_cast<uint16_t>(event);
+  m.generation = path_generation(path);
+  bool sent = false;
+  for (auto& p : paths_) {
+    if (!p->alive() || !p->CanQueue()) continue;
+    QueueControl(*p, FrameType::kPathEvent, &m, sizeof(m));
+    p->Flush();
+    sent = true;
+  }
+  ack_all_paths_ = true;  // acknowledgements that rode the lost path go again everywhere
+  return sent;
+}
+
+bool RecvComm::SendAck(bool all_paths, bool republish) {
+  // Routine acknowledgements take one path - the one that last delivered data, which is evidently
+  // alive. After a duplicate, a path loss or the sender's request they go on every live path: a path
+  // can be dead without either end knowing yet, and an acknowledgement lost there would leave the
+  // sender waiting. Duplicates of a cumulative acknowledgement and of descriptors are harmless.
+  Path* only = nullptr;
+  if (!all_paths && last_rx_path_ >= 0 && paths_[static_cast<size_t>(last_rx_path_)]->alive() &&
+      paths_[static_cast<size_t>(last_rx_path_)]->CanQueue())
+    only = paths_[static_cast<size_t>(last_rx_path_)].get();
+  // The descriptors to publish, in sequence order, whole groups per frame.
+  const uint64_t from = republish ? cum_done_ : credit_sent_;
+  RecvDescriptor desc[kMaxRequests * kMaxRecvs];
+  int nd = 0;
+  for (int i = 0; i < active_count_; ++i) {
+    const RecvRequest& r = *active_[i];
+    if (r.seq_base + static_cast<uint64_t>(r.n) <= from) continue;
+    for (int k = 0; k < r.n; ++k) {
+      const RecvEntry& e = r.entries[k];
+      RecvDescriptor& d = desc[nd++];
+      d = RecvDescriptor{};
+      d.seq = r.seq_base + static_cast<uint64_t>(k);
+      d.capacity = e.capacity;
+      d.tag = e.tag;
+      d.group_n = static_cast<uint16_t>(r.n);
+      d.group_idx = static_cast<uint16_t>(k);
+    }
+  }
+  std::sort(desc, desc + nd, [](const RecvDescriptor& a, const RecvDescriptor& b) { return a.seq < b.seq; });
+  char frame[kMaxControlPayload];
+  bool sent = false;
+  int at = 0;
+  do {
+    AckMsg a{};
+    a.cum_done = cum_done_;
+    int take = 0;
+    while (at + take < nd && take < static_cast<int>(kMaxDescriptorsPerAck)) {
+      const RecvDescriptor& g = desc[at + take];
+      if (g.group_idx == 0 && take + g.group_n > static_cast<int>(kMaxDescriptorsPerAck)) break;  // whole groups
+      ++take;
+    }
+    a.descriptors = static_cast<uint32_t>(take);
+    std::memcpy(frame, &a, sizeof(a));
+    std::memcpy(frame + sizeof(a), desc + at, static_cast<size_t>(take) * sizeof(RecvDescriptor));
+    const uint32_t len = static_cast<uint32_t>(sizeof(a) + static_cast<size_t>(take) * sizeof(RecvDescriptor));
+    at += take;
+    sent = false;
+    for (auto& p : paths_) {
+      if (!p->alive() || !p->CanQueue() || (only != nullptr && p.get() != only)) continue;
+      QueueControl(*p, FrameType::kAck, frame, len);
+      sent = true;
+    }
+    if (!sent) return false;
+  } while (at < nd);
+  return sent;
+}
+
+void RecvComm::ReportIfStuck(uint64_t now_ns) {
+  if (frames_done_ != frames_seen_) {
+    frames_seen_ = frames_done_;
+    last_frame_ns_ = now_ns;
+    stuck_reported_ = false;
+    return;
+  }
+  if (last_frame_ns_ == 0) last_frame_ns_ = now_ns;
+  if (stuck_reported_ || now_ns - last_frame_ns_ < kStuckReportNs) return;
+  stuck_reported_ = true;
+  std::string reqs;
+  for (int i = 0; i < active_count_; ++i) {
+    const RecvRequest& r = *active_[i];
+    reqs += " [" + std::to_string(r.seq_base) + "+" + std::to_string(r.n) + " done " + std::to_string(r.done_count);
+    for (int k = 0; k < r.n; ++k)
+      reqs += " " + std::to_string(r.entries[k].received) + "/" +
+              (r.entries[k].size_known ? std::to_string(r.entries[k].total) : std::string("?"));
+    reqs += "]";
+  }
+  FF_WARN("receive from %s: no frame for %.1f s: posted<%llu done<%llu acked<%llu credit<%llu active:%s%s",
+          peer_.c_str(), (now_ns - last_frame_ns_) / 1e9, static_cast<unsigned long long>(next_post_seq_),
+          static_cast<unsigned long long>(cum_done_), static_cast<unsigned long long>(acked_),
+          static_cast<unsigned long long>(credit_sent_), reqs.c_str(), DescribePaths().c_str());
+}
+
+Status RecvComm::Progress() {
+  if (!error_.ok()) return error_;
+  const bool expecting = active_count_ > 0;
+  if (opts_.reconnect_inbox) {
+    if (!reconnect_info_sent_) {
+      // Tells the sender how a failed path can come back.
+      reconnect_info_sent_ = true;
+      const ReconnectInfo info = opts_.reconnect_inbox->Info();
+      if (info.port != 0) {
+        for (auto& p : paths_) {
+          if (!p->alive() || !p->CanQueue()) continue;
+          QueueControl(*p, FrameType::kReconnectInfo, &info, sizeof(info));
+        }
+      }
+    }
+    opts_.reconnect_inbox->Poll(NowNs());
+    AdoptRejoins();
+  }
+  if (!CheckHealth()) return error_;
+  if (expecting) ReportIfStuck(NowNs());
+  if (expecting) {
+    for (auto& p : paths_) {
+      if (!p->alive()) continue;
+      if (!HandlePump(*p, p->Poll(*this))) return error_;
+    }
+  }
+  // Acknowledgements and descriptors, batched: at once when the sender waits on them (a message that
+  // completes only on its acknowledgement, few descriptors left to it, its explicit request), else
+  // once per ack_batch messages or ack_delay_us.
+  const uint64_t now = NowNs();
+  const uint64_t delay_ns = uint64_t{opts_.ack_delay_us} * 1000;
+  const bool repeat = ack_requested_ || (ack_all_paths_ && cum_done_ == acked_);
+  bool send = repeat;
+  if (next_post_seq_ > credit_sent_ &&
+      (credit_sent_ < cum_done_ + kDescLowWater || next_post_seq_ - credit_sent_ >= kDescBatch ||
+       now - posted_since_ns_ >= delay_ns))
+    send = true;
+  if (cum_done_ > acked_ &&
+      (ack_now_ || cum_done_ - acked_ >= opts_.ack_batch || now - done_since_ns_ >= delay_ns))
+    send = true;
+  if (send && SendAck(ack_all_paths_ || ack_requested_, ack_requested_)) {
+    if (ack_all_paths_) ack_all_paths_ = false;
+    ack_requested_ = false;
+    ack_now_ = false;
+    acked_ = cum_done_;
+    credit_sent_ = next_post_seq_;
+  }
+  if (!FlushAll()) return error_;
+  return error_;
+}
+
+Status RecvComm::Test(RecvRequest* r, int* done, uint64_t* sizes) {
+  *done = 0;
+  Status s = Progress();
+  if (r->done_count < r->n && !s.ok()) return s;
+  if (gate_.paused() || r->done_count < r->n) return Status::Ok();
+  *done = 1;
+  if (sizes)
+    for (int i = 0; i < r->n; ++i) sizes[i] = r->entries[i].total;
+  pool_.Release(r);
+  return Status::Ok();
+}
+
+}  // namespace ff

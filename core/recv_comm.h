@@ -1,0 +1,73 @@
+// Receiving side of a connection: matches frames to posted buffers, reassembles, acknowledges.
+#pragma once
+
+#include <bitset>
+
+#include "core/comm.h"
+#include "core/requests.h"
+
+namespace ff {
+
+class RecvComm final : public Comm {
+ public:
+  RecvComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& opts, std::string peer);
+
+  // Posts n buffers (a grouped receive); *out is nullptr (retry later) when paused or full.
+  Status Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out);
+  // Progresses and reports completion with the real message sizes; releases the request when done.
+  Status Test(RecvRequest* r, int* done, uint64_t* sizes);
+  Status Progress() override;
+
+  HeaderVerdict OnHeader(Path& path, const FrameHeader& h, char** dest) override;
+  void OnFrameComplete(Path& path, const FrameHeader& h) override;
+
+ private:
+  static constexpr uint64_t kDoneWindow = 1024;  // > kMaxRequests * kMaxRecvs messages in flight
+
+  bool ExpectingTraffic() const override { return active_count_ > 0; }
+  RecvEntry* FindEntry(const FrameHeader& h, RecvRequest** req);
+  // Sends the cumulative acknowledgement with the descriptors not yet published (all from cum_done_
+  // when `republish`), on the path that last delivered data or, when `all_paths`, on every live path.
+  bool SendAck(bool all_paths, bool republish);
+  bool SendPathEvent(int path, PathEvent event);
+  void SendAbort(AbortReason reason, uint64_t seq);
+  // Takes the paths the sender reconnected (failback) in place of the failed ones.
+  void AdoptRejoins();
+  // Logs the loss and tells the sender on the paths left, so it fails over without waiting.
+  void OnPathLost(Path& p, const std::string& why, uint64_t silent_ns) override;
+  // The receiver cannot steer: it tells the sender, which drains the path.
+  void OnNicVerdict(Path& p, bool degraded, const std::string& why) override;
+
+  RequestPool<RecvRequest> pool_;
+  std::array<RecvRequest*, kMaxRequests> active_{};
+  int active_count_ = 0;
+  uint64_t next_post_seq_ = 0;  // sequence of the next message a posted buffer will take
+  uint64_t cum_done_ = 0;       // every message below this arrived whole
+  uint64_t acked_ = 0;          // last cumulative acknowledgement sent
+  // Descriptors are published for every posted buffer below this. The sender sends only messages
+  // whose buffer is posted, so a path never carries a frame the receiver must leave unread - which
+  // would block re-sent chunks behind it.
+  uint64_t credit_sent_ = 0;
+  bool ack_now_ = false;          // a message whose sender waits on its acknowledgement completed
+  uint64_t done_since_ns_ = 0;    // when cum_done_ first moved past acked_
+  uint64_t posted_since_ns_ = 0;  // when next_post_seq_ first moved past credit_sent_
+  static constexpr uint64_t kDescLowWater = 4;  // publish at once when the sender holds fewer
+  static constexpr uint64_t kDescBatch = 4;
+  int last_rx_path_ = -1;       // path that last delivered a data frame
+  bool ack_all_paths_ = false;  // a duplicate arrived: the next acknowledgement goes on every path
+  bool ack_requested_ = false;  // the sender asked for the acknowledgement again (kAckRequest)
+  // Stuck-communicator diagnostics: frames completed, and when the count last moved.
+  uint64_t frames_done_ = 0;
+  uint64_t frames_seen_ = 0;
+  uint64_t last_frame_ns_ = 0;
+  bool stuck_reported_ = false;
+  void ReportIfStuck(uint64_t now_ns);
+  void OnFailed() override;
+  std::bitset<kDoneWindow> done_bits_;
+  bool reconnect_info_sent_ = false;  // told to the sender once (kReconnectInfo)
+  std::array<RecvEntry*, 64> path_entry_{};
+  std::array<RecvRequest*, 64> path_req_{};
+  std::array<uint64_t, 64> path_offset_{};  // offset of the chunk each path is receiving
+};
+
+}  // namespace ff

@@ -1,0 +1,637 @@
+// Send path: message -> descriptor match -> chunks -> least-loaded path; eager messages complete once
+// handed to the transport, the others on acknowledgement.
+#include "core/send_comm.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "base/logging.h"
+#include "core/probes.h"
+#include "core/task_profile.h"
+
+namespace ff {
+
+SendComm::SendComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& opts, std::string peer)
+    : Comm(std::move(paths), opts, std::move(peer)),
+      desc_(new RecvDescriptor[kDescWindow]()),
+      desc_seq_(new uint64_t[kDescWindow]()) {
+  if (opts_.eager_bytes > 0 && opts_.eager_ring_bytes >= opts_.eager_bytes) {
+    ring_size_ = opts_.eager_ring_bytes;
+    ring_.reset(new char[ring_size_]);
+  }
+}
+
+char* SendComm::RingReserve(uint64_t len, uint64_t* end) {
+  const uint64_t pos = ring_head_ % ring_size_;
+  const uint64_t pad = pos + len > ring_size_ ? ring_size_ - pos : 0;  // a copy never wraps
+  if (ring_head_ + pad + len - ring_tail_ > ring_size_) return nullptr;
+  ring_head_ += pad;
+  char* p = ring_.get() + ring_head_ % ring_size_;
+  ring_head_ += len;
+  *end = ring_head_;
+  return p;
+}
+
+Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, SendRequest** out) {
+  *out = nullptr;
+  if (!error_.ok()) return error_;
+  if (size > kMaxMessageBytes) return InvalidArgument("isend size " + std::to_string(size) + " beyond the limit");
+  if (size > 0 && data == nullptr) return InvalidArgument("isend of " + std::to_string(size) + " bytes from NULL");
+  if (gate_.paused() || inflight_count() == kMaxMsgs) {
+    // "Retry later" - and move things along meanwhile: a caller that only retries isend (without
+    // testing its outstanding requests) must still see the failover finish or a slot free up.
+    return Progress().ok() ? Status::Ok() : error_;
+  }
+  SendRequest* r = pool_.Acquire(RequestKind::kSend, this);
+  if (r == nullptr) return Status::Ok();
+  const uint64_t now = NowNs();
+  if (inflight_count() == 0) ack_progress_ns_ = now;  // the timeout counts from the first message owed
+  const uint64_t seq = next_seq_++;
+  SendMsg& m = Msg(seq);
+  m.seq = seq;
+  m.data = static_cast<const char*>(data);
+  m.size = size;
+  m.chunk = ChunkBytesFor(size, opts_.chunk_bytes);
+  m.next_offset = 0;
+  m.zero_queued = false;
+  m.matched = false;
+  m.eager = false;
+  m.home_path = -1;
+  m.tag = tag;
+  m.collective = Classify(phandle);
+  m.start_ns = now;
+  m.ring_end = 0;
+  m.resend = {};
+  m.resend_count = 0;
+  if (ring_ && size <= opts_.eager_bytes) {
+    // Eager: the bytes are copied into the retransmit ring, so the caller's buffer is free as soon
+    // as they are handed to the transport; a failover re-sends them from the ring.
+    uint64_t end = ring_tail_;
+    char* copy = size == 0 ? nullptr : RingReserve(size, &end);
+    if (size == 0 || copy != nullptr) {
+      if (copy != nullptr) std::memcpy(copy, data, size);
+      m.data = copy;
+      m.ring_end = end;
+      m.eager = true;
+      ++eager_messages_;
+    }
+  }
+  r->seq = seq;
+  r->size = size;
+  r->eager = m.eager;
+  FF_PROBE(send_post, opts_.task_hash, m.collective, size, peer_.c_str(), m.home_path, opts_.sla_us, 0,
+           opts_.task.c_str());
+  *out = r;
+  // Start the bytes moving now; small messages often leave in this very call. A failure found
+  // here is sticky and reported by test(), which is where NCCL expects it.
+  (void)Progress();
+  return Status::Ok();
+}
+
+void SendComm::OnFailed() {
+  AbortMsg m{};
+  m.reason = static_cast<int32_t>(AbortReason::kProtocolError);
+  m.seq = acked_seq_;
+  for (auto& p : paths_) {
+    if (!p->alive() || !p->CanQueue()) continue;
+    QueueControl(*p, FrameType::kAbort, &m, sizeof(m));
+    p->Flush();
+  }
+}
+
+bool SendComm::Match(SendMsg& m) {
+  const RecvDescriptor& d = desc_[m.seq % kDescWindow];
+  const uint64_t base = m.seq - d.group_idx;
+  const RecvDescriptor* hit = nullptr;
+  std::string tags;
+  for (uint64_t s = base; s < base + d.group_n; ++s) {
+    const RecvDescriptor& e = desc_[s % kDescWindow];
+    if (desc_seq_[s % kDescWindow] != s + 1) return true;  // the group is not complete yet: wait
+    if (d.group_n == 1 || e.tag == m.tag) {
+      hit = &e;
+      break;
+    }
+    tags += (tags.empty() ? "" : ", ") + std::to_string(e.tag);
+  }
+  if (hit == nullptr) {
+    Fail(InvalidUsage("message " + std::to_string(m.seq) + " to " + peer_ + " has tag " + std::to_string(m.tag) +
+                      ", which matches no buffer of the receiver's grouped receive (tags " + tags + ")"));
+    return false;
+  }
+  if (m.size > hit->capacity) {
+    Fail(InvalidUsage("message " + std::to_string(m.seq) + " to " + peer_ + " (tag " + std::to_string(m.tag) +
+                      ") has " + std::to_string(m.size) + " bytes but the receiver posted a buffer of " +
+                      std::to_string(hit->capacity)));
+    return false;
+  }
+  m.matched = true;
+  return true;
+}
+
+Path* SendComm::PickPath(SendMsg& m) {
+  if (m.home_path >= 0) {
+    Path& p = *paths_[static_cast<size_t>(m.home_path)];
+    if (p.alive() && !p.draining())
+      return p.queued_data_frames() < opts_.max_queued_chunks && p.CanQueue() ? &p : nullptr;
+    m.home_path = -1;
+  }
+  // Least loaded: bytes queued here, plus - for striped messages - what the transport still holds
+  // (unsent or unacknowledged). A slow or lossy path takes everything the kernel will buffer, so our
+  // own queue alone would keep feeding it.
+  const bool striped = m.size >= opts_.stripe_min_bytes;
+  Path* best = nullptr;
+  uint64_t best_load = 0;
+  for (auto& p : paths_) {
+    if (!p->alive() || p->draining() || !p->CanQueue() || p->queued_data_frames() >= opts_.max_queued_chunks)
+      continue;
+    uint64_t load = p->queued_payload_bytes();
+    if (striped) load += static_cast<uint64_t>(std::max<int64_t>(p->InFlightBytes(), 0));
+    if (best == nullptr || load < best_load) {
+      best = p.get();
+      best_load = load;
+    }
+  }
+  if (best != nullptr && m.size < opts_.stripe_min_bytes) m.home_path = best->index();
+  return best;
+}
+
+void SendComm::QueueChunk(SendMsg& m, Path& p, uint64_t offset) {
+  uint64_t len = std::min<uint64_t>(m.chunk, m.size - offset);
+  FrameHeader h{};
+  h.type = static_cast<uint8_t>(FrameType::kData);
+  h.path = static_cast<uint16_t>(p.index());
+  h.tag = m.tag;
+  h.length = static_cast<uint32_t>(len);
+  h.seq = m.seq;
+  h.offset = offset;
+  h.total = m.size;
+  h.task_hash = opts_.task_hash;
+  h.sla_us = opts_.sla_us;
+  h.collective = m.collective;
+  h.flags = m.eager ? 0 : kDataFlagAckNow;
+  SealHeader(&h);
+  p.Queue(h, m.data + offset);
+  m.chunk_path[offset / m.chunk] = static_cast<uint8_t>(p.index());
+}
+
+void SendComm::Schedule() {
+  for (uint64_t seq = acked_seq_; seq < next_seq_; ++seq) {
+    SendMsg& m = Msg(seq);
+    if (m.seq >= credit_) return;  // its receive buffer is not posted yet
+    if (!m.matched && !Match(m)) return;
+    if (!m.matched) return;
+    // Chunks whose path died go first: the receiver's cumulative acknowledgement waits on them.
+    for (size_t w = 0; m.resend_count > 0 && w < m.resend.size(); ++w) {
+      while (m.resend[w] != 0) {
+        Path* p = PickPath(m);
+        if (p == nullptr) return;
+        int bit = __builtin_ctzll(m.resend[w]);
+        m.resend[w] &= m.resend[w] - 1;
+        --m.resend_count;
+        QueueChunk(m, *p, (w * 64 + static_cast<uint64_t>(bit)) * m.chunk);
+      }
+    }
+    while (m.next_offset < m.size || (m.size == 0 && !m.zero_queued)) {
+      Path* p = PickPath(m);
+      if (p == nullptr) return;
+      QueueChunk(m, *p, m.next_offset);
+      m.next_offset += std::min<uint64_t>(m.chunk, m.size - m.next_offset);
+      m.zero_queued = true;
+    }
+  }
+}
+
+void SendComm::StartWithoutPath(int index) {
+  const uint64_t now = NowNs();
+  Rejoin& rj = rejoin_[static_cast<size_t>(index)];
+  rj.down_ns = now;
+  rj.next_try_ns = now + uint64_t{opts_.failback_ms} * 1'000'000;
+  paths_[static_cast<size_t>(index)]->MarkDead();
+}
+
+void SendComm::OnPathLost(Path& dead, const std::string& why, uint64_t silent_ns) {
+  const uint64_t now = NowNs();
+  Rejoin& rj = rejoin_[static_cast<size_t>(dead.index())];
+  // A path that fails again within kRelapseNs of coming back (a lossy or flapping link) waits twice
+  // as long before the next failback, up to 16x, so it does not bounce traffic every few seconds.
+  constexpr uint64_t kRelapseNs = 10'000'000'000ull;
+  rj.relapses = rj.back_ns != 0 && now - rj.back_ns < kRelapseNs ? std::min(rj.relapses + 1, 4) : 0;
+  rj.down_ns = now;
+  rj.next_try_ns = now + (uint64_t{opts_.failback_ms} * 1'000'000 << rj.relapses);
+  rj.attempts = 0;
+  const uint64_t bit = uint64_t{1} << dead.index();
+  if (hedged_ & bit) {
+    // Its data went elsewhere when it first fell silent; nothing is owed, nothing to pause for.
+    hedged_ &= ~bit;
+    FF_WARN("path %d (%s) to %s is down: %s (silent %.1f ms); its data had been re-sent when it fell silent",
+            dead.index(), dead.Describe().c_str(), peer_.c_str(), why.c_str(), silent_ns / 1e6);
+    return;
+  }
+  BeginFailover(dead, why, silent_ns);
+}
+
+bool SendComm::OnPathSilent(Path& p, const std::string& why, uint64_t silent_ns) {
+  // Nowhere to hedge to: leave the verdict to the absolute rule and the socket's own timeout.
+  if (usable_paths() < 2 || p.draining()) return true;
+  p.SetDraining(true);
+  watchdog_.NoteDrained(p.index(), NowNs());
+  hedged_ |= uint64_t{1} << p.index();
+  BeginFailover(p, why + "; drained and kept open until it answers or is declared dead", silent_ns);
+  return true;
+}
+
+void SendComm::BeginFailover(Path& dead, const std::string& why, uint64_t silent_ns) {
+  // Pause: completions are held and new sends refused until the re-sent data is acknowledged.
+  const uint64_t now = NowNs();
+  if (!failover_.active) {
+    failover_ = Failover{};
+    failover_.active = true;
+    failover_.detected_ns = now;
+    failover_.detected_unix_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    failover_.silent_ns = silent_ns;
+    failover_.acked_at_detect = acked_seq_;
+    gate_.Pause();
+    FF_PROBE(pause, opts_.task_hash, peer_.c_str());
+  } else {
+    failover_.from += "; ";
+  }
+  failover_.from += std::to_string(dead.index()) + " (" + dead.Describe() + "): " + why;
+  // Switch: every chunk that was queued on the dead path and is not known delivered goes again on
+  // the paths left; the receiver drops any copy it already has.
+  const uint8_t idx = static_cast<uint8_t>(dead.index());
+  uint64_t resent = 0;
+  for (uint64_t seq = acked_seq_; seq < next_seq_; ++seq) {
+    SendMsg& m = Msg(seq);
+    if (m.home_path == dead.index()) m.home_path = -1;
+    const uint64_t queued = m.size == 0 ? (m.zero_queued ? 1 : 0) : (m.next_offset + m.chunk - 1) / m.chunk;
+    for (uint64_t c = 0; c < queued; ++c) {
+      uint64_t bit = uint64_t{1} << (c % 64);
+      if (m.chunk_path[c] != idx || (m.resend[c / 64] & bit)) continue;
+      m.resend[c / 64] |= bit;
+      ++m.resend_count;
+      resent += std::min<uint64_t>(m.chunk, m.size - c * m.chunk);
+    }
+  }
+  failover_.resent_bytes += resent;
+  resent_bytes_ += resent;
+  if (inflight_count() == 0) {
+    EndFailover();  // nothing owed: resume at once
+    return;
+  }
+  // The receiver's acknowledgements may have been riding the dead path: ask for them again.
+  RequestAcks();
+}
+
+void SendComm::RequestAcks() {
+  for (auto& p : paths_) {
+    if (!p->alive() || p->draining() || !p->CanQueue()) continue;
+    QueueControl(*p, FrameType::kAckRequest);
+  }
+}
+
+void SendComm::EndFailover() {
+  if (!failover_.active) return;
+  failover_.active = false;
+  gate_.Resume();
+  FF_PROBE(resume, opts_.task_hash, peer_.c_str());
+  ++failover_events_;
+  const uint64_t paused_ns = NowNs() - failover_.detected_ns;
+  FF_PROBE(failover, opts_.task_hash, peer_.c_str(), alive_paths(), failover_.resent_bytes, paused_ns);
+  if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
+    opts_.stats->AddFailover(opts_.stats_task, 1, failover_.resent_bytes, paused_ns);
+  // One line per event; the unix timestamp lets a benchmark line it up with the moment of the cut.
+  FF_WARN("failover to %s: path %s; detected after %.2f ms without progress, paused %.2f ms, re-sent %llu bytes; "
+          "now on %s (detected at unix %.6f)",
+          peer_.c_str(), failover_.from.c_str(), failover_.silent_ns / 1e6, paused_ns / 1e6,
+          static_cast<unsigned long long>(failover_.resent_bytes), DescribeAlive().c_str(),
+          failover_.detected_unix_ns / 1e9);
+}
+
+HeaderVerdict SendComm::OnHeader(Path& path, const FrameHeader& h, char** dest) {
+  *dest = nullptr;
+  switch (static_cast<FrameType>(h.type)) {
+    case FrameType::kAck:
+    case FrameType::kPathEvent:
+    case FrameType::kReconnectInfo:
+      *dest = ControlBuffer(path.index());  // ValidateHeader bounded the length
+      return HeaderVerdict::kAccept;
+    case FrameType::kAbort:
+      reject_reason_ = "the receiver aborted the connection";
+      return HeaderVerdict::kReject;
+    default:
+      reject_reason_ = "unexpected frame type " + std::to_string(h.type) + " on a send connection";
+      return HeaderVerdict::kReject;
+  }
+}
+
+void SendComm::OnFrameComplete(Path& path, const FrameHeader& h) {
+  const char* b = ControlBuffer(path.index());
+  switch (static_cast<FrameType>(h.type)) {
+    case FrameType::kReconnectInfo: {
+      ReconnectInfo info;
+      std::memcpy(&info, b, sizeof(info));
+      if (opts_.reconnector) opts_.reconnector->OnPeerInfo(info);
+      return;
+    }
+    case FrameType::kPathEvent: {
+      PathEventMsg e;
+      std::memcpy(&e, b, sizeof(e));
+      OnPathEvent(e);
+      return;
+    }
+    case FrameType::kAck: {
+      AckMsg a;
+      std::memcpy(&a, b, sizeof(a));
+      if (a.descriptors != (h.length - sizeof(AckMsg)) / sizeof(RecvDescriptor)) {
+        Fail(RemoteError("acknowledgement from " + peer_ + " announces " + std::to_string(a.descriptors) +
+                         " descriptors in " + std::to_string(h.length) + " bytes"));
+        return;
+      }
+      OnAck(a, reinterpret_cast<const RecvDescriptor*>(b + sizeof(AckMsg)));
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void SendComm::OnPathEvent(const PathEventMsg& e) {
+  // Acted on after this pump round: failing a path over from inside another path's parser is unsafe.
+  // A report about an earlier incarnation of the path (before a failback) is stale.
+  if (e.path >= path_count() || e.generation != path_generation(e.path)) return;
+  const uint64_t bit = uint64_t{1} << e.path;
+  const uint64_t was = peer_nic_degraded_;
+  switch (static_cast<PathEvent>(e.event)) {
+    case PathEvent::kDown:
+      peer_lost_ |= bit;
+      break;
+    case PathEvent::kNicDegraded:
+      peer_nic_degraded_ |= bit;
+      break;
+    case PathEvent::kNicRecovered:
+      peer_nic_degraded_ &= ~bit;
+      break;
+  }
+  peer_nic_news_ |= (was ^ peer_nic_degraded_) & bit;
+}
+
+void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
+  if (a.cum_done > next_seq_) {
+    Fail(RemoteError("acknowledgement from " + peer_ + " for message " + std::to_string(a.cum_done) +
+                     " never sent"));
+    return;
+  }
+  for (uint32_t i = 0; i < a.descriptors; ++i) {
+    const RecvDescriptor& x = d[i];
+    // Descriptors for messages already acknowledged, or beyond what we keep, are repeats or lies.
+    if (x.seq < acked_seq_ || x.seq >= acked_seq_ + kDescWindow - kMaxMsgs || x.group_n == 0 ||
+        x.group_n > kMaxRecvs || x.group_idx >= x.group_n || x.group_idx > x.seq)
+      continue;
+    const uint64_t slot = x.seq % kDescWindow;
+    if (desc_seq_[slot] == x.seq + 1) continue;  // a repeat (after an acknowledgement request)
+    desc_[slot] = x;
+    desc_seq_[slot] = x.seq + 1;
+  }
+  while (desc_seq_[credit_ % kDescWindow] == credit_ + 1) ++credit_;
+  if (a.cum_done <= acked_seq_) return;
+  const uint64_t now = NowNs();
+  for (uint64_t seq = acked_seq_; seq < a.cum_done; ++seq) {
+    SendMsg& m = Msg(seq);
+    if (m.eager && m.ring_end > ring_tail_) ring_tail_ = m.ring_end;
+    FF_PROBE(send_done, opts_.task_hash, m.collective, m.size, peer_.c_str(), m.home_path, opts_.sla_us,
+             now - m.start_ns, opts_.task.c_str());
+    Record(m.collective, m.size, now - m.start_ns, sla::Direction::kSend);
+  }
+  acked_seq_ = a.cum_done;
+  if (acked_seq_ == next_seq_) ring_tail_ = ring_head_;
+  // Resume once the receiver acknowledges past where it stood at the cut: data flows again.
+  if (failover_.active && acked_seq_ > failover_.acked_at_detect) EndFailover();
+}
+
+bool SendComm::RxCanWait() const {
+  // Reading acknowledgements costs a system call per path even when there is nothing: on the isend
+  // path it is skipped while nothing the new message needs is owed (credit, ring room, a free
+  // message slot), at most 15 times in a row so peer reports are still read promptly.
+  return rx_skips_ < 15 && !failover_.active && credit_ >= next_seq_ && inflight_count() < kMaxMsgs / 2 &&
+         (ring_size_ == 0 || (ring_head_ - ring_tail_) * 2 < ring_size_);
+}
+
+Status SendComm::Progress() {
+  if (!error_.ok()) return error_;
+  const bool waiting = inflight_count() > 0;
+  if (waiting && !CheckHealth()) return error_;
+  const bool read_rx = waiting && !RxCanWait();
+  rx_skips_ = read_rx ? 0 : rx_skips_ + 1;
+  for (int round = 0; round < 4; ++round) {
+    if (read_rx || round > 0) {
+      for (auto& p : paths_) {
+        if (!p->alive()) continue;
+        if (!HandlePump(*p, p->Poll(*this))) return error_;
+      }
+      if (!error_.ok()) return error_;
+    }
+    if (peer_lost_ != 0 && !ApplyPeerLoss()) return error_;
+    // A degraded NIC's paths are drained as long as the verdict stands (not only when it changes):
+    // a drain that had to wait - the other path was draining itself at the time - still happens.
+    // With the dual-path canary a comparison decides once per change instead.
+    const uint64_t nic_bad = opts_.dual_path_ms == 0 ? (peer_nic_degraded_ | nic_degraded_) : peer_nic_news_;
+    peer_nic_news_ = 0;
+    if (nic_bad != 0) {
+      for (auto& p : paths_) {
+        const uint64_t bit = uint64_t{1} << p->index();
+        if (!(nic_bad & bit) || !p->alive() || p->draining()) continue;
+        if (peer_nic_degraded_ & bit)
+          SoftDegrade(*p, "the receiver's NIC under it degraded (error counters)", NowNs());
+        else if (nic_degraded_ & bit)
+          SoftDegrade(*p, "NIC " + PathInterface(p->index()) + " degraded", NowNs());
+      }
+    }
+    if (round == 0 && opts_.reconnector && opts_.reconnector->Available() && opts_.failback_ms != 0 &&
+        alive_paths() < path_count()) {
+      const uint64_t now = NowNs();
+      if (now >= next_failback_check_ns_) TryFailback(now);
+    }
+    if (waiting && round == 0) CheckAckTimeout(NowNs());
+    Schedule();
+    if (!error_.ok()) return error_;
+    if (!FlushAll()) return error_;
+    bool more = false;
+    for (uint64_t seq = acked_seq_; seq < next_seq_ && seq < credit_ && !more; ++seq) {
+      const SendMsg& m = Msg(seq);
+      more = m.next_offset < m.size || m.resend_count > 0;
+    }
+    if (!more) break;
+  }
+  return error_;
+}
+
+void SendComm::ProbeCredit(uint64_t now_ns) {
+  // Messages wait for credit (the receiver's posted buffers). If credit does not move, the receiver
+  // may simply be busy - or its credit went out on a path that died silently, which nothing else
+  // here would notice (no data in flight on it). Ask for it again on every path, backing off.
+  if (acked_seq_ < credit_ || credit_ != credit_seen_) {
+    credit_seen_ = credit_;
+    credit_wait_ns_ = now_ns;
+    credit_probe_gap_ns_ = kCreditProbeNs;
+    return;
+  }
+  if (now_ns - credit_wait_ns_ < credit_probe_gap_ns_) return;
+  RequestAcks();
+  credit_wait_ns_ = now_ns;
+  credit_probe_gap_ns_ = std::min<uint64_t>(credit_probe_gap_ns_ * 2, 1'000'000'000);
+}
+
+void SendComm::CheckAckTimeout(uint64_t now_ns) {
+  if (inflight_count() > 0) ProbeCredit(now_ns);
+  if (opts_.resend_timeout_ms == 0 || inflight_count() == 0) return;
+  if (acked_seq_ != ack_seen_) {
+    ack_seen_ = acked_seq_;
+    ack_progress_ns_ = now_ns;
+    timeout_streak_ = 0;
+    stuck_reported_ = false;
+    return;
+  }
+  // Doubles while nothing is acknowledged, so a receiver that merely stopped progressing costs a
+  // few duplicate transfers, not a storm.
+  if (!stuck_reported_ && now_ns - ack_progress_ns_ >= kStuckReportNs) {
+    stuck_reported_ = true;
+    const SendMsg& h = Msg(acked_seq_);
+    FF_WARN("send to %s: no acknowledgement for %.1f s: acked<%llu next=%llu credit<%llu inflight=%d head{seq=%llu "
+            "size=%llu queued_to=%llu resend=%d}%s",
+            peer_.c_str(), (now_ns - ack_progress_ns_) / 1e9, static_cast<unsigned long long>(acked_seq_),
+            static_cast<unsigned long long>(next_seq_), static_cast<unsigned long long>(credit_), inflight_count(),
+            static_cast<unsigned long long>(h.seq), static_cast<unsigned long long>(h.size),
+            static_cast<unsigned long long>(h.next_offset), h.resend_count, DescribePaths().c_str());
+  }
+  const uint64_t timeout_ns = (uint64_t{opts_.resend_timeout_ms} * 1'000'000) << std::min(timeout_streak_, 6u);
+  if (now_ns - ack_progress_ns_ < timeout_ns) return;
+  // Only when everything we wrote has reached the peer's kernel (nothing queued here, nothing
+  // unacknowledged in any live socket): then the receiver dropped it, e.g. with a path it reset,
+  // and only a re-send recovers. A slow link never gets here - its bytes are still in flight.
+  for (auto& p : paths_) {
+    if (!p->alive()) continue;
+    if (p->queued_frames() > 0 || p->InFlightBytes() != 0) return;
+  }
+  uint64_t bytes = 0;
+  for (uint64_t seq = acked_seq_; seq < next_seq_; ++seq) {
+    SendMsg& r = Msg(seq);
+    if (r.seq >= credit_) continue;
+    const uint64_t queued = r.size == 0 ? (r.zero_queued ? 1 : 0) : (r.next_offset + r.chunk - 1) / r.chunk;
+    for (uint64_t c = 0; c < queued; ++c) {
+      uint64_t bit = uint64_t{1} << (c % 64);
+      if (r.resend[c / 64] & bit) continue;
+      r.resend[c / 64] |= bit;
+      ++r.resend_count;
+      bytes += r.size == 0 ? 0 : std::min<uint64_t>(r.chunk, r.size - c * r.chunk);
+    }
+    if (r.home_path >= 0 && !paths_[static_cast<size_t>(r.home_path)]->alive()) r.home_path = -1;
+  }
+  RequestAcks();  // the acknowledgement itself may be what went missing
+  ++timeout_resends_;
+  ++timeout_streak_;
+  resent_bytes_ += bytes;
+  ack_progress_ns_ = now_ns;
+  FF_WARN("no acknowledgement from %s for %u ms although the peer holds every byte sent; re-sending %llu bytes of "
+          "%d unacknowledged message(s) on %s",
+          peer_.c_str(), opts_.resend_timeout_ms, static_cast<unsigned long long>(bytes), inflight_count(),
+          DescribeAlive().c_str());
+  if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
+    opts_.stats->AddFailover(opts_.stats_task, 1, bytes, 0);
+}
+
+bool SendComm::ApplyPeerLoss() {
+  const uint64_t lost = peer_lost_;
+  peer_lost_ = 0;
+  for (auto& p : paths_) {
+    if (!(lost & (uint64_t{1} << p->index())) || !p->alive()) continue;
+    // Only while another path remains: the last one is left to the socket timeout, as in CheckHealth.
+    if (alive_paths() < 2) break;
+    if (!PathDown(*p, "the receiver lost it (carrier or socket error on its side)", PathFault::kPeerReported))
+      return false;
+  }
+  return true;
+}
+
+void SendComm::FailbackAttemptFailed(int path, uint64_t now_ns, const std::string& why) {
+  Rejoin& rj = rejoin_[static_cast<size_t>(path)];
+  rj.connecting = false;
+  ++rj.attempts;
+  // A path that keeps failing is tried ever more rarely (up to 16x the failback time).
+  rj.next_try_ns = now_ns + (uint64_t{opts_.failback_ms} * 1'000'000 << std::min(rj.attempts + rj.relapses, 4));
+  FF_INFO(NCCL_NET, "failback of path %d to %s: attempt %d failed (%s); next in %.1f s", path, peer_.c_str(),
+          rj.attempts, why.c_str(), (rj.next_try_ns - now_ns) / 1e9);
+}
+
+void SendComm::TryFailback(uint64_t now_ns) {
+  next_failback_check_ns_ = now_ns + 5'000'000;  // an attempt costs system calls: a few per 5 ms at most
+  const uint64_t stable_ns = uint64_t{opts_.failback_ms} * 1'000'000;
+  Reconnector& rc = *opts_.reconnector;
+  for (auto& path : paths_) {
+    const int i = path->index();
+    if (path->alive() || static_cast<size_t>(i) >= rejoin_.size()) continue;
+    Rejoin& rj = rejoin_[static_cast<size_t>(i)];
+    if (!rj.connecting) {
+      if (now_ns < rj.next_try_ns) continue;
+      if (!rc.Ready(i, now_ns, stable_ns)) {
+        rj.next_try_ns = now_ns + 50'000'000;
+        continue;
+      }
+      rj.connecting = true;
+    }
+    std::unique_ptr<Path> fresh;
+    std::string detail;
+    const Reconnector::Step step = rc.Advance(i, now_ns, &fresh, &detail);
+    if (step == Reconnector::Step::kPending) continue;
+    if (step == Reconnector::Step::kFailed) {
+      FailbackAttemptFailed(i, now_ns, detail);
+      continue;
+    }
+    const uint64_t down_ns = now_ns - rj.down_ns;
+    const int attempts = rj.attempts + 1;
+    ReplacePath(i, std::move(fresh));
+    const int relapses = rj.relapses;
+    rj = Rejoin{};
+    rj.back_ns = now_ns;
+    rj.relapses = relapses;
+    ++failbacks_;
+    FF_PROBE(failback, opts_.task_hash, peer_.c_str(), i);
+    if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
+      opts_.stats->AddFailback(opts_.stats_task);
+    FF_WARN("failback to %s: path %d (%s) reconnected after %.2f s down (attempt %d); now on %s", peer_.c_str(), i,
+            detail.c_str(), down_ns / 1e9, attempts, DescribeAlive().c_str());
+    if (opts_.dual_path_ms > 0 && !dual_.active())
+      StartDualPath(*paths_[static_cast<size_t>(i)], DualPathCompare::Kind::kReturn, "", now_ns);
+  }
+}
+
+Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {
+  *done = 0;
+  // An eager message is complete once all of it was handed to the transport: its copy stays in the
+  // ring until acknowledged, for a failover to re-send. Any other completes on its acknowledgement.
+  auto complete = [&] {
+    if (r->seq < acked_seq_) return true;
+    if (!r->eager) return false;
+    const SendMsg& m = Msg(r->seq);
+    if (m.seq >= credit_ || m.next_offset < m.size || (m.size == 0 && !m.zero_queued) || m.resend_count > 0)
+      return false;
+    for (const auto& p : paths_)
+      if (p->alive() && p->queued_data_frames() > 0) return false;
+    return true;
+  };
+  // While a failover holds completions, testing even a finished request must progress the
+  // communicator: the caller may be waiting on exactly this request, and the failover ends only
+  // when the re-sent data's acknowledgements are read.
+  Status s = complete() && !gate_.paused() ? Status::Ok() : Progress();
+  const bool finished = complete();
+  if (!finished && !s.ok()) return s;  // a completed request stays complete even if the comm failed later
+  if (gate_.paused() || !finished) return Status::Ok();
+  *done = 1;
+  if (size) *size = r->size;
+  pool_.Release(r);
+  return Status::Ok();
+}
+
+}  // namespace ff

@@ -1,0 +1,129 @@
+// Sending side of a connection: chunks and stripes messages over paths, matches them to the receiver's
+// posted buffers, completes eager messages at once and the others on acknowledgement.
+#pragma once
+
+#include <memory>
+
+#include "core/comm.h"
+#include "core/requests.h"
+
+namespace ff {
+
+class SendComm final : public Comm {
+ public:
+  SendComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& opts, std::string peer);
+
+  // Queues a message; *out is nullptr (retry later) when paused or when no request or message slot is free.
+  Status Isend(const void* data, uint64_t size, int tag, void* phandle, SendRequest** out);
+  // Progresses and reports completion; releases the request when done.
+  Status Test(SendRequest* r, int* done, uint64_t* size);
+  Status Progress() override;
+
+  // Path `index` never connected (setup grace expired): it starts dead and joins through failback.
+  void StartWithoutPath(int index);
+
+  uint64_t unacked_messages() const { return next_seq_ - acked_seq_; }
+  uint64_t resent_bytes() const { return resent_bytes_; }
+  uint64_t eager_messages() const { return eager_messages_; }
+
+  HeaderVerdict OnHeader(Path& path, const FrameHeader& h, char** dest) override;
+  void OnFrameComplete(Path& path, const FrameHeader& h) override;
+
+  // Messages not yet acknowledged (each in one slot of the ring below).
+  static constexpr int kMaxMsgs = 128;
+  // Posted-receive descriptors the sender keeps (more than kMaxRequests x kMaxRecvs can be posted).
+  static constexpr uint64_t kDescWindow = 1024;
+
+ private:
+  SendMsg& Msg(uint64_t seq) { return msgs_[seq % kMaxMsgs]; }
+  int inflight_count() const { return static_cast<int>(next_seq_ - acked_seq_); }
+  void Schedule();
+  // Checks message `m` against the receiver's descriptor; false (and the comm failed) on a mismatch.
+  bool Match(SendMsg& m);
+  Path* PickPath(SendMsg& m);
+  void QueueChunk(SendMsg& m, Path& p, uint64_t offset);
+  void OnPathLost(Path& p, const std::string& why, uint64_t silent_ns) override;
+  bool OnPathSilent(Path& p, const std::string& why, uint64_t silent_ns) override;
+  // Pauses completions and re-queues every unacknowledged chunk that was on path `p` (failover).
+  void BeginFailover(Path& p, const std::string& why, uint64_t silent_ns);
+  void EndFailover();
+  // Fails over the paths the receiver reported lost (PathEvent::kDown); false when the comm failed.
+  bool ApplyPeerLoss();
+  bool ExpectingTraffic() const override { return next_seq_ > acked_seq_; }
+  // After the first fatal error: tell the receiver, so it does not wait for messages that never come.
+  void OnFailed() override;
+  // Failback: reconnects failed paths through the transport's reconnector, one step per call.
+  void TryFailback(uint64_t now_ns);
+  void FailbackAttemptFailed(int path, uint64_t now_ns, const std::string& why);
+  void OnAck(const AckMsg& a, const RecvDescriptor* d);
+  void OnPathEvent(const PathEventMsg& e);
+  // Eager ring: reserves `len` bytes; nullptr when the ring is full.
+  char* RingReserve(uint64_t len, uint64_t* end);
+  // Whether reading the paths' incoming frames can wait: nothing this call needs is owed by the peer.
+  bool RxCanWait() const;
+
+  RequestPool<SendRequest> pool_;
+  std::array<SendMsg, kMaxMsgs> msgs_{};
+  uint64_t next_seq_ = 0;
+  uint64_t acked_seq_ = 0;  // every message below this is acknowledged
+  uint64_t credit_ = 0;     // the receiver has published descriptors for every message below this
+  std::unique_ptr<RecvDescriptor[]> desc_;  // kDescWindow, by seq
+  std::unique_ptr<uint64_t[]> desc_seq_;    // seq + 1 of the descriptor in each slot (0: none)
+  // Eager retransmit ring: [ring_tail_, ring_head_) holds unacknowledged eager copies (positions grow
+  // without bound; the byte is ring_[pos % size]).
+  std::unique_ptr<char[]> ring_;
+  uint64_t ring_size_ = 0;
+  uint64_t ring_head_ = 0;
+  uint64_t ring_tail_ = 0;
+  uint64_t eager_messages_ = 0;
+  uint32_t rx_skips_ = 0;
+  // Acknowledgement timeout: last time the cumulative ack moved (or sending started).
+  uint64_t ack_progress_ns_ = 0;
+  uint64_t ack_seen_ = 0;
+  uint64_t timeout_resends_ = 0;
+  uint32_t timeout_streak_ = 0;
+  bool stuck_reported_ = false;
+  void CheckAckTimeout(uint64_t now_ns);
+  // Asks the receiver to repeat its acknowledgement and descriptors on every usable path (kAckRequest).
+  void RequestAcks();
+  void ProbeCredit(uint64_t now_ns);
+  static constexpr uint64_t kCreditProbeNs = 20'000'000;
+  uint64_t credit_seen_ = 0;
+  uint64_t credit_wait_ns_ = 0;
+  uint64_t credit_probe_gap_ns_ = kCreditProbeNs;
+  uint64_t resent_bytes_ = 0;
+  uint64_t peer_lost_ = 0;  // bit i: the receiver reported path i lost
+  uint64_t peer_nic_news_ = 0;  // bit i: peer_nic_degraded_ bit i changed; acted on after the pump round
+
+  // The failover in progress: completions are held (gate paused) from detection until the
+  // re-sent data is acknowledged, and then one line describes the whole event.
+  struct Failover {
+    bool active = false;
+    uint64_t detected_ns = 0;
+    uint64_t detected_unix_ns = 0;
+    uint64_t silent_ns = 0;
+    uint64_t resent_bytes = 0;
+    uint64_t acked_at_detect = 0;
+    std::string from;  // "0 (desc): cause"
+  } failover_;
+  uint64_t failover_events_ = 0;
+
+  // Failback policy per path (the transport's reconnector does the connecting).
+  struct Rejoin {
+    uint64_t down_ns = 0;      // when the path failed; 0 while it is alive
+    uint64_t back_ns = 0;      // when it last came back (failback)
+    int relapses = 0;          // failures soon after coming back: each doubles the next wait
+    uint64_t next_try_ns = 0;  // earliest next connect attempt
+    int attempts = 0;
+    bool connecting = false;
+  };
+  std::array<Rejoin, 16> rejoin_{};
+  uint64_t next_failback_check_ns_ = 0;
+  uint64_t failbacks_ = 0;
+
+ public:
+  uint64_t failover_events() const { return failover_events_; }
+  uint64_t failbacks() const { return failbacks_; }
+};
+
+}  // namespace ff

@@ -1,0 +1,87 @@
+// Frame header sealing and validation.
+#include "core/wire_format.h"
+
+#include <cstring>
+
+namespace ff {
+
+uint32_t HeaderChecksum(const FrameHeader& h) {
+  unsigned char bytes[sizeof(FrameHeader)];
+  std::memcpy(bytes, &h, sizeof(h));
+  uint32_t x = 2166136261u;
+  for (size_t i = 0; i < offsetof(FrameHeader, checksum); ++i) {
+    x ^= bytes[i];
+    x *= 16777619u;
+  }
+  return x;
+}
+
+void SealHeader(FrameHeader* h) {
+  h->magic = kFrameMagic;
+  h->version = kWireVersion;
+  h->checksum = HeaderChecksum(*h);
+}
+
+FrameHeader MakeHello(uint64_t conn_id, uint64_t secret, int path_count, int path_index, uint64_t chunk_bytes,
+                      uint32_t sla_us, uint16_t flags) {
+  HelloFrame hf{};
+  hf.type = static_cast<uint8_t>(FrameType::kHello);
+  hf.path_unused = static_cast<uint16_t>(path_index);
+  hf.path_index = path_index;
+  hf.conn_id = conn_id;
+  hf.secret = secret;
+  hf.path_count = static_cast<uint64_t>(path_count);
+  hf.chunk_bytes = chunk_bytes;
+  hf.sla_us = sla_us;
+  hf.flags = flags;
+  FrameHeader h;
+  std::memcpy(&h, &hf, sizeof(h));
+  SealHeader(&h);
+  return h;
+}
+
+HelloFrame AsHello(const FrameHeader& h) {
+  HelloFrame hf;
+  std::memcpy(&hf, &h, sizeof(hf));
+  return hf;
+}
+
+std::string ValidateHeader(const FrameHeader& h) {
+  if (h.magic != kFrameMagic) return "bad magic";
+  if (h.version != kWireVersion)
+    return "unsupported wire version " + std::to_string(h.version) + " (this plugin speaks " +
+           std::to_string(kWireVersion) + "; both ends must run the same FlexiForce release)";
+  if (h.checksum != HeaderChecksum(h)) return "header checksum mismatch";
+  auto exact = [&](uint32_t want) -> std::string {
+    if (h.length == want) return {};
+    return "control frame type " + std::to_string(h.type) + " with " + std::to_string(h.length) +
+           " payload bytes; expected " + std::to_string(want);
+  };
+  switch (static_cast<FrameType>(h.type)) {
+    case FrameType::kData:
+      if (h.total > kMaxMessageBytes) return "message size " + std::to_string(h.total) + " beyond the limit";
+      if (h.length > kMaxFramePayload) return "frame payload " + std::to_string(h.length) + " beyond the limit";
+      if (h.offset > h.total || h.length > h.total - h.offset)
+        return "frame [" + std::to_string(h.offset) + ", +" + std::to_string(h.length) + ") outside message of " +
+               std::to_string(h.total) + " bytes";
+      return {};
+    case FrameType::kAck:
+      if (h.length < sizeof(AckMsg) || h.length > kMaxControlPayload ||
+          (h.length - sizeof(AckMsg)) % sizeof(RecvDescriptor) != 0)
+        return "acknowledgement with " + std::to_string(h.length) + " payload bytes; expected 16 + 48 x (0.." +
+               std::to_string(kMaxDescriptorsPerAck) + ")";
+      return {};
+    case FrameType::kHello:
+    case FrameType::kAckRequest:
+      return exact(0);
+    case FrameType::kAbort:
+      return exact(sizeof(AbortMsg));
+    case FrameType::kReconnectInfo:
+      return exact(32);
+    case FrameType::kPathEvent:
+      return exact(sizeof(PathEventMsg));
+  }
+  return "unknown frame type " + std::to_string(h.type);
+}
+
+}  // namespace ff

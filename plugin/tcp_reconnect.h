@@ -1,0 +1,76 @@
+// TCP's failback transport: the sender reconnects a failed path to the receiver's rejoin listener
+// with a rejoin hello; the receiver's hub admits it and hands the new stream to its communicator.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/reconnect.h"
+#include "core/wire_format.h"
+#include "plugin/rejoin_hub.h"
+#include "tcp/socket.h"
+
+namespace ff {
+
+// How the sender reaches one path's far end, kept so the path can be reconnected after a failure.
+struct PathEndpoint {
+  sockaddr_storage local{};
+  sockaddr_storage remote{};  // the remote device's address; the port is replaced by the rejoin port
+  uint16_t sport_lo = 0;
+  uint16_t sport_hi = 0;
+};
+
+class TcpReconnector final : public Reconnector {
+ public:
+  TcpReconnector(uint64_t conn_id, uint64_t secret, int path_count, uint64_t chunk_bytes, uint32_t sla_us,
+                 std::vector<PathEndpoint> endpoints, tcp::PathSocketOptions socket_options, bool link_events);
+  void OnPeerInfo(const ReconnectInfo& info) override { port_ = info.port; }
+  bool Available() const override { return port_ != 0; }
+  bool Ready(int index, uint64_t now_ns, uint64_t stable_ns) override;
+  Step Advance(int index, uint64_t now_ns, std::unique_ptr<Path>* out, std::string* detail) override;
+  void Abandon(int index) override;
+
+ private:
+  struct Attempt {
+    bool connecting = false;
+    int ifindex = -1;  // local interface of the path; -1 until resolved
+    tcp::Socket socket;
+    uint64_t deadline_ns = 0;
+    FrameHeader hello{};
+    uint32_t sent = 0;
+  };
+  sockaddr_storage RejoinAddress(int index) const;
+
+  uint64_t conn_id_;
+  uint64_t secret_;
+  int path_count_;
+  uint64_t chunk_bytes_;
+  uint32_t sla_us_;
+  std::vector<PathEndpoint> endpoints_;
+  tcp::PathSocketOptions socket_options_;
+  bool link_events_;
+  uint16_t port_ = 0;
+  std::array<Attempt, 16> attempts_{};
+};
+
+class TcpReconnectInbox final : public ReconnectInbox {
+ public:
+  // Registers connection `conn_id` with the process's rejoin hub (opened on first use).
+  TcpReconnectInbox(uint64_t conn_id, uint64_t secret, int path_count, tcp::PathSocketOptions socket_options);
+  ~TcpReconnectInbox() override;
+  ReconnectInfo Info() const override;
+  void Poll(uint64_t now_ns) override;
+  bool Take(std::vector<Arrival>* out) override;
+
+ private:
+  uint64_t conn_id_;
+  tcp::PathSocketOptions socket_options_;
+  RejoinMailbox box_;
+  bool registered_ = false;
+  uint16_t port_ = 0;
+};
+
+}  // namespace ff

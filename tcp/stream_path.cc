@@ -1,0 +1,240 @@
+// Framing over a byte stream: vectored sends of header+payload, staged or direct receives.
+#include "tcp/stream_path.h"
+
+#include <linux/tcp.h>  // glibc's tcp_info lacks tcpi_bytes_acked
+#include <net/if.h>
+#include <cstddef>
+
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <sys/socket.h>
+
+#include "tcp/interfaces.h"
+
+namespace ff {
+
+std::string StreamPath::DebugState() const {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "path %d %s%s queued=%d kernel_unacked=%lld staged=%zu parsing=%s hdr{type=%u seq=%llu off=%llu len=%u} "
+                "got=%u",
+                index(), alive() ? "alive" : "dead", draining() ? " draining" : "", tx_count_,
+                static_cast<long long>(InFlightBytes()), wpos_ - rpos_, have_header_ ? "payload" : "header",
+                rx_hdr_.type, static_cast<unsigned long long>(rx_hdr_.seq),
+                static_cast<unsigned long long>(rx_hdr_.offset), rx_hdr_.length, rx_got_);
+  return buf;
+}
+
+int64_t StreamPath::InFlightBytes() const {
+  int n = 0;
+  if (stream_->fd() < 0 || ioctl(stream_->fd(), SIOCOUTQ, &n) != 0) return -1;
+  return n;
+}
+
+StreamPath::StreamPath(int index, std::unique_ptr<ByteStream> stream)
+    : Path(index),
+      stream_(std::move(stream)),
+      ctl_store_(new char[size_t{kTxRing} * kMaxControlPayload]),
+      staging_(new char[kStagingBytes]) {}
+
+void StreamPath::Queue(const FrameHeader& sealed, const char* payload) {
+  int slot = (tx_head_ + tx_count_) % kTxRing;
+  if (sealed.type != static_cast<uint8_t>(FrameType::kData) && sealed.length > 0) {
+    char* copy = ctl_store_.get() + size_t(slot) * kMaxControlPayload;
+    std::memcpy(copy, payload, std::min<size_t>(sealed.length, kMaxControlPayload));
+    payload = copy;
+  }
+  tx_[slot] = TxFrame{sealed, payload, 0};
+  ++tx_count_;
+  if (sealed.type == static_cast<uint8_t>(FrameType::kData)) {
+    ++tx_data_frames_;
+    tx_payload_bytes_ += sealed.length;
+  }
+}
+
+void StreamPath::DropQueued() {
+  tx_count_ = 0;
+  tx_data_frames_ = 0;
+  tx_payload_bytes_ = 0;
+}
+
+void StreamPath::Fence() {
+  DropQueued();
+  const int fd = stream_->fd();
+  if (fd < 0) return;
+  // connect(AF_UNSPEC) disconnects a TCP socket in place: the kernel purges its send queue and
+  // sends a reset, and the descriptor stays owned (and later closed) by the stream.
+  sockaddr unspec{};
+  unspec.sa_family = AF_UNSPEC;
+  (void)::connect(fd, &unspec, sizeof(unspec));
+}
+
+bool StreamPath::Flush() {
+  constexpr int kMaxIov = 64;
+  iovec iov[kMaxIov];
+  while (tx_count_ > 0) {
+    int n = 0;
+    for (int i = 0; i < tx_count_ && n + 2 <= kMaxIov; ++i) {
+      TxFrame& f = tx_[(tx_head_ + i) % kTxRing];
+      uint32_t hb = sizeof(FrameHeader);
+      if (f.sent < hb) {
+        iov[n++] = {reinterpret_cast<char*>(&f.hdr) + f.sent, hb - f.sent};
+        if (f.hdr.length) iov[n++] = {const_cast<char*>(f.payload), f.hdr.length};
+      } else {
+        uint32_t done = f.sent - hb;
+        iov[n++] = {const_cast<char*>(f.payload) + done, f.hdr.length - done};
+      }
+    }
+    ssize_t w = stream_->Send(iov, n);
+    if (w < 0) {
+      last_errno_ = errno;
+      return false;
+    }
+    if (w == 0) return true;
+    bytes_sent_ += static_cast<uint64_t>(w);
+    size_t left = static_cast<size_t>(w);
+    while (left > 0 && tx_count_ > 0) {
+      TxFrame& f = tx_[tx_head_];
+      uint32_t frame_bytes = static_cast<uint32_t>(sizeof(FrameHeader)) + f.hdr.length;
+      uint32_t take = static_cast<uint32_t>(std::min<size_t>(left, frame_bytes - f.sent));
+      f.sent += take;
+      left -= take;
+      if (f.sent == frame_bytes) {
+        if (f.hdr.type == static_cast<uint8_t>(FrameType::kData)) {
+          --tx_data_frames_;
+          tx_payload_bytes_ -= f.hdr.length;
+        }
+        tx_head_ = (tx_head_ + 1) % kTxRing;
+        --tx_count_;
+      }
+    }
+  }
+  return true;
+}
+
+bool StreamPath::FillStaging(PumpResult* result) {
+  if (rpos_ == wpos_) rpos_ = wpos_ = 0;
+  if (wpos_ == kStagingBytes) {
+    std::memmove(staging_.get(), staging_.get() + rpos_, wpos_ - rpos_);
+    wpos_ -= rpos_;
+    rpos_ = 0;
+  }
+  ssize_t r = stream_->Recv(staging_.get() + wpos_, kStagingBytes - wpos_);
+  if (r > 0) {
+    wpos_ += static_cast<size_t>(r);
+    bytes_received_ += static_cast<uint64_t>(r);
+    return true;
+  }
+  if (r == 0) {
+    *result = PumpResult::kIdle;
+  } else if (r == -2) {
+    *result = PumpResult::kClosed;
+  } else {
+    last_errno_ = errno;
+    *result = PumpResult::kIoError;
+  }
+  return false;
+}
+
+PumpResult StreamPath::Poll(FrameSink& sink) {
+  PumpResult result = PumpResult::kIdle;
+  for (;;) {
+    if (!have_header_) {
+      if (wpos_ - rpos_ < sizeof(FrameHeader)) {
+        if (!FillStaging(&result)) return result;
+        continue;
+      }
+      std::memcpy(&rx_hdr_, staging_.get() + rpos_, sizeof(FrameHeader));
+      std::string bad = ValidateHeader(rx_hdr_);
+      if (!bad.empty()) {
+        rx_error_ = "corrupt frame header on path " + std::to_string(index()) + " (" + stream_->Describe() +
+                    "): " + bad;
+        return PumpResult::kBadFrame;
+      }
+      char* dest = nullptr;
+      HeaderVerdict v = sink.OnHeader(*this, rx_hdr_, &dest);
+      if (v == HeaderVerdict::kStall) return PumpResult::kStalled;
+      if (v == HeaderVerdict::kReject) return PumpResult::kRejected;
+      rpos_ += sizeof(FrameHeader);
+      have_header_ = true;
+      rx_dest_ = dest;
+      rx_got_ = 0;
+    }
+    uint32_t remaining = rx_hdr_.length - rx_got_;
+    if (remaining == 0) {
+      have_header_ = false;
+      sink.OnFrameComplete(*this, rx_hdr_);
+      continue;
+    }
+    size_t avail = wpos_ - rpos_;
+    if (avail > 0) {
+      size_t n = std::min<size_t>(avail, remaining);
+      if (rx_dest_) std::memcpy(rx_dest_ + rx_got_, staging_.get() + rpos_, n);
+      rpos_ += n;
+      rx_got_ += static_cast<uint32_t>(n);
+      continue;
+    }
+    if (rx_dest_ != nullptr && remaining >= kDirectReadMin) {
+      // Large payloads land straight in the posted buffer: no copy through staging.
+      ssize_t r = stream_->Recv(rx_dest_ + rx_got_, remaining);
+      if (r > 0) {
+        rx_got_ += static_cast<uint32_t>(r);
+        bytes_received_ += static_cast<uint64_t>(r);
+        continue;
+      }
+      if (r == 0) return PumpResult::kIdle;
+      if (r == -2) return PumpResult::kClosed;
+      last_errno_ = errno;
+      return PumpResult::kIoError;
+    }
+    if (!FillStaging(&result)) return result;
+  }
+}
+
+PathSample ProbeTcp(int fd) {
+  PathSample tp;
+  tcp_info ti{};
+  socklen_t len = sizeof(ti);
+  if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return tp;
+  tp.valid = true;
+  tp.unacked_segments = ti.tcpi_unacked;
+  tp.bytes_acked = ti.tcpi_bytes_acked;
+  tp.ms_since_ack = ti.tcpi_last_ack_recv;
+  tp.retransmits = ti.tcpi_total_retrans;
+  tp.rto_us = ti.tcpi_rto;
+  tp.segs_out = ti.tcpi_segs_out;
+  tp.rtt_us = ti.tcpi_rtt;
+  tp.sacked = ti.tcpi_sacked;
+  tp.ca_state = ti.tcpi_ca_state;
+  if (len >= offsetof(tcp_info, tcpi_dsack_dups) + sizeof(ti.tcpi_dsack_dups)) tp.dsack_dups = ti.tcpi_dsack_dups;
+  if (len >= offsetof(tcp_info, tcpi_reord_seen) + sizeof(ti.tcpi_reord_seen)) tp.reord_seen = ti.tcpi_reord_seen;
+  return tp;
+}
+
+PathSample StreamPath::Sample() const { return ProbeTcp(stream_->fd()); }
+
+int StreamPath::PendingError() const {
+  int err = 0;
+  socklen_t elen = sizeof(err);
+  const int fd = stream_->fd();
+  if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) return 0;
+  return err;
+}
+
+int StreamPath::LocalIfindex() const {
+  if (ifindex_ >= 0) return ifindex_;
+  sockaddr_storage local{};
+  socklen_t len = sizeof(local);
+  const int fd = stream_->fd();
+  if (fd < 0) return 0;  // not resolved: the stream may be replaced, never cached as unknown
+  ifindex_ = getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 ? tcp::InterfaceIndexOfAddress(local) : 0;
+  return ifindex_;
+}
+
+}  // namespace ff

@@ -1,0 +1,88 @@
+// TCP's implementation of the communicator's Path: a framed byte stream (a ring of outgoing frames and an
+// incoming frame parser) over one connected socket.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/path.h"
+#include "tcp/byte_stream.h"
+
+namespace ff {
+
+class StreamPath final : public Path {
+ public:
+  static constexpr int kTxRing = 128;
+  static constexpr size_t kStagingBytes = 256 * 1024;
+  static constexpr size_t kDirectReadMin = 16 * 1024;
+
+  StreamPath(int index, std::unique_ptr<ByteStream> stream);
+
+  const ByteStream& stream() const { return *stream_; }
+
+  bool CanQueue() const override { return tx_count_ < kTxRing; }
+  // A data frame's payload is referenced until sent; a control frame's (at most kMaxControlPayload
+  // bytes) is copied here, so the caller may build it on the stack.
+  void Queue(const FrameHeader& sealed, const char* payload) override;
+  int queued_frames() const override { return tx_count_; }
+  uint64_t queued_payload_bytes() const override { return tx_payload_bytes_; }
+  int queued_data_frames() const override { return tx_data_frames_; }
+  // Writes as much as the socket takes; false on an I/O error (errno set).
+  bool Flush() override;
+  void DropQueued() override;
+  // Resets the TCP connection and drops what the kernel still holds for it, so a path declared dead
+  // can never deliver a stale half-frame later (when its link comes back) into a reused buffer.
+  void Fence() override;
+  void DiscardCurrentPayload() override { rx_dest_ = nullptr; }
+  bool receiving_payload() const { return have_header_; }
+  PumpResult Poll(FrameSink& sink) override;
+  const std::string& rx_error() const override { return rx_error_; }
+  int last_errno() const override { return last_errno_; }
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_received() const { return bytes_received_; }
+  // Bytes the kernel still holds for this stream, unsent or unacknowledged by the peer (SIOCOUTQ).
+  int64_t InFlightBytes() const override;
+  PathSample Sample() const override;  // TCP_INFO
+  int PendingError() const override;   // SO_ERROR: ICMP errors and resets, long before TCP gives up
+  int LocalIfindex() const override;
+  std::string Describe() const override { return stream_->Describe(); }
+  std::string DebugState() const override;
+
+ private:
+  struct TxFrame {
+    FrameHeader hdr;
+    const char* payload;
+    uint32_t sent;  // bytes of header+payload already written
+  };
+
+  bool FillStaging(PumpResult* result);
+
+  std::unique_ptr<ByteStream> stream_;
+  mutable int ifindex_ = -1;  // resolved on first use
+
+  std::array<TxFrame, kTxRing> tx_{};
+  std::unique_ptr<char[]> ctl_store_;  // kTxRing slots of kMaxControlPayload: control payload copies
+  int tx_head_ = 0;
+  int tx_count_ = 0;
+  int tx_data_frames_ = 0;
+  uint64_t tx_payload_bytes_ = 0;
+
+  std::unique_ptr<char[]> staging_;
+  size_t rpos_ = 0;
+  size_t wpos_ = 0;
+  bool have_header_ = false;
+  FrameHeader rx_hdr_{};
+  char* rx_dest_ = nullptr;
+  uint32_t rx_got_ = 0;
+  std::string rx_error_;
+  int last_errno_ = 0;
+  uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
+};
+
+// TCP_INFO of one socket as a neutral path sample (invalid when fd < 0 or the call fails).
+PathSample ProbeTcp(int fd);
+
+}  // namespace ff
