@@ -46,7 +46,9 @@ struct SendMsg {
 struct SendRequest : Request {
   uint64_t seq = 0;
   uint64_t size = 0;
-  bool eager = false;
+  bool eager = false;  // completes (and is counted in the statistics) when handed to the transport
+  uint16_t collective = 0xffff;
+  uint64_t start_ns = 0;
 };
 
 struct RecvEntry {

@@ -80,6 +80,8 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   r->seq = seq;
   r->size = size;
   r->eager = m.eager;
+  r->collective = m.collective;
+  r->start_ns = now;
   FF_PROBE(send_post, opts_.task_hash, m.collective, size, peer_.c_str(), m.home_path, opts_.sla_us, 0,
            opts_.task.c_str());
   *out = r;
@@ -400,7 +402,10 @@ void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
   const uint64_t now = NowNs();
   for (uint64_t seq = acked_seq_; seq < a.cum_done; ++seq) {
     SendMsg& m = Msg(seq);
-    if (m.eager && m.ring_end > ring_tail_) ring_tail_ = m.ring_end;
+    if (m.eager) {  // counted when its request completed
+      if (m.ring_end > ring_tail_) ring_tail_ = m.ring_end;
+      continue;
+    }
     FF_PROBE(send_done, opts_.task_hash, m.collective, m.size, peer_.c_str(), m.home_path, opts_.sla_us,
              now - m.start_ns, opts_.task.c_str());
     Record(m.collective, m.size, now - m.start_ns, sla::Direction::kSend);
@@ -630,6 +635,13 @@ Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {
   if (gate_.paused() || !finished) return Status::Ok();
   *done = 1;
   if (size) *size = r->size;
+  if (r->eager) {
+    const uint64_t latency = NowNs() - r->start_ns;
+    const int path = r->seq < acked_seq_ ? -1 : Msg(r->seq).home_path;
+    FF_PROBE(send_done, opts_.task_hash, r->collective, r->size, peer_.c_str(), path, opts_.sla_us, latency,
+             opts_.task.c_str());
+    Record(r->collective, r->size, latency, sla::Direction::kSend);
+  }
   pool_.Release(r);
   return Status::Ok();
 }
