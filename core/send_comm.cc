@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "base/logging.h"
 #include "core/probes.h"
 #include "core/task_profile.h"
@@ -87,8 +89,22 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   *out = r;
   // Start the bytes moving now; small messages often leave in this very call. A failure found
   // here is sticky and reported by test(), which is where NCCL expects it.
+  in_isend_ = true;
   (void)Progress();
+  in_isend_ = false;
   return Status::Ok();
+}
+
+uint64_t SendComm::DrainForClose(uint64_t timeout_ns) {
+  const uint64_t start = NowNs();
+  while (next_seq_ > acked_seq_ && error_.ok() && NowNs() - start < timeout_ns) {
+    (void)Progress();
+    if (next_seq_ > acked_seq_) usleep(50);
+  }
+  if (next_seq_ > acked_seq_ && error_.ok())
+    FF_WARN("closing the send connection to %s with %llu message(s) unacknowledged after %.1f s", peer_.c_str(),
+            static_cast<unsigned long long>(next_seq_ - acked_seq_), (NowNs() - start) / 1e9);
+  return next_seq_ - acked_seq_;
 }
 
 void SendComm::OnFailed() {
@@ -417,8 +433,8 @@ void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
 }
 
 bool SendComm::RxCanWait() const {
-  // Reading acknowledgements costs a system call per path even when there is nothing: on the isend
-  // path it is skipped while nothing the new message needs is owed (credit, ring room, a free
+  // Reading acknowledgements costs a system call per path even when there is nothing: inside isend
+  // it is skipped while nothing the new message needs is owed (credit, ring room, a free
   // message slot), at most 15 times in a row so peer reports are still read promptly.
   return rx_skips_ < 15 && !failover_.active && credit_ >= next_seq_ && inflight_count() < kMaxMsgs / 2 &&
          (ring_size_ == 0 || (ring_head_ - ring_tail_) * 2 < ring_size_);
@@ -428,7 +444,7 @@ Status SendComm::Progress() {
   if (!error_.ok()) return error_;
   const bool waiting = inflight_count() > 0;
   if (waiting && !CheckHealth()) return error_;
-  const bool read_rx = waiting && !RxCanWait();
+  const bool read_rx = waiting && !(in_isend_ && RxCanWait());
   rx_skips_ = read_rx ? 0 : rx_skips_ + 1;
   for (int round = 0; round < 4; ++round) {
     if (read_rx || round > 0) {

@@ -19,6 +19,11 @@ class SendComm final : public Comm {
   Status Test(SendRequest* r, int* done, uint64_t* size);
   Status Progress() override;
 
+  // Before close: eager messages completed to the caller but not yet acknowledged are still owed to
+  // the receiver (a failover would re-send them). Progresses until the receiver holds everything,
+  // the communicator fails, or `timeout_ns` passes; returns the messages still unacknowledged.
+  uint64_t DrainForClose(uint64_t timeout_ns);
+
   // Path `index` never connected (setup grace expired): it starts dead and joins through failback.
   void StartWithoutPath(int index);
 
@@ -77,6 +82,7 @@ class SendComm final : public Comm {
   uint64_t ring_tail_ = 0;
   uint64_t eager_messages_ = 0;
   uint32_t rx_skips_ = 0;
+  bool in_isend_ = false;
   // Acknowledgement timeout: last time the cumulative ack moved (or sending started).
   uint64_t ack_progress_ns_ = 0;
   uint64_t ack_seen_ = 0;

@@ -220,6 +220,8 @@ Status CloseSend(void* send_comm) {
   auto* h = static_cast<SendHandle*>(send_comm);
   if (h == nullptr) return Status::Ok();
   if (h->magic != SendHandle::kMagic) return InvalidArgument("closeSend: not a send comm");
+  // Eager sends completed before the receiver had them: let it finish before the sockets close.
+  h->comm->DrainForClose(std::min<uint64_t>(uint64_t(PluginState::Get().config().peer_timeout_ms), 5000) * 1'000'000);
   h->magic = 0;
   delete h;
   return Status::Ok();
