@@ -58,7 +58,12 @@ Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const in
   }
   active_[active_count_++] = r;
   *out = r;
-  (void)Progress();  // a failure here is sticky and reported by test()
+  // A failure here is sticky and reported by test(). The new descriptors are published by the next
+  // test() rather than here: the caller's own send usually comes next (ping-pong, ring steps), and
+  // publishing after it keeps one system call off the message's critical path.
+  in_irecv_ = true;
+  (void)Progress();
+  in_irecv_ = false;
   return Status::Ok();
 }
 
@@ -356,7 +361,7 @@ Status RecvComm::Progress() {
   const uint64_t delay_ns = uint64_t{opts_.ack_delay_us} * 1000;
   const bool repeat = ack_requested_ || (ack_all_paths_ && cum_done_ == acked_);
   bool send = repeat;
-  if (next_post_seq_ > credit_sent_ &&
+  if (next_post_seq_ > credit_sent_ && !in_irecv_ &&
       (credit_sent_ < cum_done_ + kDescLowWater || next_post_seq_ - credit_sent_ >= kDescBatch ||
        now - posted_since_ns_ >= delay_ns))
     send = true;

@@ -48,6 +48,7 @@ class RecvComm final : public Comm {
   // whose buffer is posted, so a path never carries a frame the receiver must leave unread - which
   // would block re-sent chunks behind it.
   uint64_t credit_sent_ = 0;
+  bool in_irecv_ = false;
   bool ack_now_ = false;          // a message whose sender waits on its acknowledgement completed
   uint64_t done_since_ns_ = 0;    // when cum_done_ first moved past acked_
   uint64_t posted_since_ns_ = 0;  // when next_post_seq_ first moved past credit_sent_
