@@ -139,15 +139,16 @@ void Comm::ReplacePath(int index, std::unique_ptr<Path> path) {
   if (slot->alive()) slot->Fence();  // stale: the peer gave up on it, whatever it still holds is re-sent
   slot = std::move(path);
   if (dual_.active() && dual_.subject() == index) dual_.Cancel();
-  ++path_gen_[static_cast<size_t>(index)];
-  hedged_ &= ~(uint64_t{1} << index);
-  path_ifname_[static_cast<size_t>(index)].clear();
+  PathState& st = St(index);
+  ++st.generation;
+  st.hedged = false;
+  st.ifname.clear();
   nic_gen_seen_ = ~uint64_t{0};  // judge the new path's NIC on the next check
   watchdog_.ResetPath(index);
 }
 
 const std::string& Comm::PathInterface(int i) {
-  std::string& name = path_ifname_[static_cast<size_t>(i)];
+  std::string& name = St(i).ifname;
   if (!name.empty()) return name;
   const int index = paths_[static_cast<size_t>(i)]->LocalIfindex();
   char buf[IF_NAMESIZE] = {};
@@ -165,10 +166,9 @@ void Comm::CheckNics(uint64_t now_ns) {
     if (!p->alive()) continue;
     const std::string& name = PathInterface(p->index());
     if (name.empty()) continue;
-    const uint64_t bit = uint64_t{1} << p->index();
     const bool degraded = nw->Degraded(name);
-    if (degraded == static_cast<bool>(nic_degraded_ & bit)) continue;
-    nic_degraded_ ^= bit;
+    if (degraded == St(p->index()).nic_degraded) continue;
+    St(p->index()).nic_degraded = degraded;
     OnNicVerdict(*p, degraded, "NIC " + name + " degraded: " + nw->Reason(name));
   }
 }
@@ -261,7 +261,7 @@ void Comm::ReadmitDrained(uint64_t now_ns) {
       continue;
     p->SetDraining(false);
     watchdog_.NoteReadmitted(p->index());
-    hedged_ &= ~(uint64_t{1} << p->index());
+    St(p->index()).hedged = false;
     FF_WARN("path %d (%s) to %s is back in service: no retransmission for the failback time", p->index(),
             p->Describe().c_str(), peer_.c_str());
     if (opts_.dual_path_ms > 0 && !dual_.active()) StartDualPath(*p, DualPathCompare::Kind::kReturn, "", now_ns);

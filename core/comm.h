@@ -95,7 +95,28 @@ class Comm : public FrameSink {
   // The relative rule flagged path `p` (PathFault::kSilent). The sender hedges: it re-sends the path's
   // data elsewhere and drains it, leaving the verdict to the absolute rule. Default: treat as lost.
   virtual bool OnPathSilent(Path& p, const std::string& why, uint64_t silent_ns);
-  uint64_t hedged_ = 0;  // bit i: path i was hedged (drained after the relative rule), not yet judged
+  // What the communicator knows about each path, in one table. The transport's own state (alive,
+  // draining) sits in the Path; everything else is here, indexed by path.
+  struct PathState {
+    uint32_t generation = 0;         // incarnation: a report about an older one is ignored
+    bool hedged = false;             // drained after the relative rule, its data re-sent, not yet judged
+    bool nic_degraded = false;       // its local NIC is degraded
+    bool peer_nic_degraded = false;  // the receiver reported its NIC under this path degraded
+    bool peer_nic_news = false;      // peer_nic_degraded changed; acted on after the pump round (sender)
+    bool peer_lost = false;          // the receiver reported it lost; acted on after the pump round (sender)
+    std::string ifname;              // local interface, resolved once per incarnation
+    // Failback schedule (sender; the transport's reconnector does the connecting).
+    uint64_t down_ns = 0;      // when the path failed; 0 while it is alive
+    uint64_t back_ns = 0;      // when it last came back
+    int relapses = 0;          // failures soon after coming back: each doubles the next wait
+    uint64_t next_try_ns = 0;  // earliest next attempt
+    int attempts = 0;
+    bool connecting = false;
+  };
+  static constexpr int kMaxPaths = 16;
+  std::array<PathState, kMaxPaths> state_{};
+  PathState& St(int i) { return state_[static_cast<size_t>(i)]; }
+  const PathState& St(int i) const { return state_[static_cast<size_t>(i)]; }
   // Handles a PumpRx result; false when the communicator must stop processing this round.
   bool HandlePump(Path& p, PumpResult r);
   // Whether bytes are still owed on this communicator: EOF is an error only then.
@@ -119,11 +140,8 @@ class Comm : public FrameSink {
   virtual void OnNicVerdict(Path& p, bool degraded, const std::string& why);
   // Soft degradation from any source: drain now, or start a dual-path comparison.
   void SoftDegrade(Path& p, const std::string& why, uint64_t now_ns);
-  bool NicDegraded(int path) const { return (nic_degraded_ | peer_nic_degraded_) & (uint64_t{1} << path); }
+  bool NicDegraded(int path) const { return St(path).nic_degraded || St(path).peer_nic_degraded; }
   uint64_t nic_gen_seen_ = ~uint64_t{0};
-  uint64_t nic_degraded_ = 0;       // bit i: path i's local NIC is degraded
-  uint64_t peer_nic_degraded_ = 0;  // bit i: the receiver reported its NIC under path i degraded
-  std::array<std::string, 16> path_ifname_;
   uint64_t dual_path_moves_ = 0;
   uint64_t dual_path_keeps_ = 0;
 
@@ -134,10 +152,9 @@ class Comm : public FrameSink {
   // Puts a fresh path in place of path `index` (failback); the old one, dead or stale, is fenced and dropped.
   void ReplacePath(int index, std::unique_ptr<Path> path);
   // Incarnation of each path index: a loss report about an older incarnation is ignored.
-  uint32_t path_generation(int index) const { return path_gen_[static_cast<size_t>(index)]; }
+  uint32_t path_generation(int index) const { return St(index).generation; }
 
   std::vector<std::unique_ptr<Path>> paths_;
-  std::array<uint32_t, 16> path_gen_{};
   CommOptions opts_;
   std::string peer_;
   PauseGate gate_;

@@ -222,7 +222,7 @@ void SendComm::Schedule() {
 
 void SendComm::StartWithoutPath(int index) {
   const uint64_t now = NowNs();
-  Rejoin& rj = rejoin_[static_cast<size_t>(index)];
+  PathState& rj = St(index);
   rj.down_ns = now;
   rj.next_try_ns = now + uint64_t{opts_.failback_ms} * 1'000'000;
   paths_[static_cast<size_t>(index)]->MarkDead();
@@ -230,7 +230,7 @@ void SendComm::StartWithoutPath(int index) {
 
 void SendComm::OnPathLost(Path& dead, const std::string& why, uint64_t silent_ns) {
   const uint64_t now = NowNs();
-  Rejoin& rj = rejoin_[static_cast<size_t>(dead.index())];
+  PathState& rj = St(dead.index());
   // A path that fails again within kRelapseNs of coming back (a lossy or flapping link) waits twice
   // as long before the next failback, up to 16x, so it does not bounce traffic every few seconds.
   constexpr uint64_t kRelapseNs = 10'000'000'000ull;
@@ -238,10 +238,9 @@ void SendComm::OnPathLost(Path& dead, const std::string& why, uint64_t silent_ns
   rj.down_ns = now;
   rj.next_try_ns = now + (uint64_t{opts_.failback_ms} * 1'000'000 << rj.relapses);
   rj.attempts = 0;
-  const uint64_t bit = uint64_t{1} << dead.index();
-  if (hedged_ & bit) {
+  if (rj.hedged) {
     // Its data went elsewhere when it first fell silent; nothing is owed, nothing to pause for.
-    hedged_ &= ~bit;
+    rj.hedged = false;
     FF_WARN("path %d (%s) to %s is down: %s (silent %.1f ms); its data had been re-sent when it fell silent",
             dead.index(), dead.Describe().c_str(), peer_.c_str(), why.c_str(), silent_ns / 1e6);
     return;
@@ -254,7 +253,7 @@ bool SendComm::OnPathSilent(Path& p, const std::string& why, uint64_t silent_ns)
   if (usable_paths() < 2 || p.draining()) return true;
   p.SetDraining(true);
   watchdog_.NoteDrained(p.index(), NowNs());
-  hedged_ |= uint64_t{1} << p.index();
+  St(p.index()).hedged = true;
   BeginFailover(p, why + "; drained and kept open until it answers or is declared dead", silent_ns);
   return true;
 }
@@ -380,20 +379,21 @@ void SendComm::OnPathEvent(const PathEventMsg& e) {
   // Acted on after this pump round: failing a path over from inside another path's parser is unsafe.
   // A report about an earlier incarnation of the path (before a failback) is stale.
   if (e.path >= path_count() || e.generation != path_generation(e.path)) return;
-  const uint64_t bit = uint64_t{1} << e.path;
-  const uint64_t was = peer_nic_degraded_;
+  PathState& st = St(e.path);
+  const bool was = st.peer_nic_degraded;
   switch (static_cast<PathEvent>(e.event)) {
     case PathEvent::kDown:
-      peer_lost_ |= bit;
+      st.peer_lost = true;
       break;
     case PathEvent::kNicDegraded:
-      peer_nic_degraded_ |= bit;
+      st.peer_nic_degraded = true;
       break;
     case PathEvent::kNicRecovered:
-      peer_nic_degraded_ &= ~bit;
+      st.peer_nic_degraded = false;
       break;
   }
-  peer_nic_news_ |= (was ^ peer_nic_degraded_) & bit;
+  st.peer_nic_news |= was != st.peer_nic_degraded;
+  peer_news_ = true;
 }
 
 void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
@@ -454,21 +454,19 @@ Status SendComm::Progress() {
       }
       if (!error_.ok()) return error_;
     }
-    if (peer_lost_ != 0 && !ApplyPeerLoss()) return error_;
+    if (peer_news_ && !ApplyPeerLoss()) return error_;
     // A degraded NIC's paths are drained as long as the verdict stands (not only when it changes):
     // a drain that had to wait - the other path was draining itself at the time - still happens.
     // With the dual-path canary a comparison decides once per change instead.
-    const uint64_t nic_bad = opts_.dual_path_ms == 0 ? (peer_nic_degraded_ | nic_degraded_) : peer_nic_news_;
-    peer_nic_news_ = 0;
-    if (nic_bad != 0) {
-      for (auto& p : paths_) {
-        const uint64_t bit = uint64_t{1} << p->index();
-        if (!(nic_bad & bit) || !p->alive() || p->draining()) continue;
-        if (peer_nic_degraded_ & bit)
-          SoftDegrade(*p, "the receiver's NIC under it degraded (error counters)", NowNs());
-        else if (nic_degraded_ & bit)
-          SoftDegrade(*p, "NIC " + PathInterface(p->index()) + " degraded", NowNs());
-      }
+    for (auto& p : paths_) {
+      PathState& st = St(p->index());
+      const bool bad = opts_.dual_path_ms == 0 ? st.peer_nic_degraded || st.nic_degraded : st.peer_nic_news;
+      st.peer_nic_news = false;
+      if (!bad || !p->alive() || p->draining()) continue;
+      if (st.peer_nic_degraded)
+        SoftDegrade(*p, "the receiver's NIC under it degraded (error counters)", NowNs());
+      else if (st.nic_degraded)
+        SoftDegrade(*p, "NIC " + PathInterface(p->index()) + " degraded", NowNs());
     }
     if (round == 0 && opts_.reconnector && opts_.reconnector->Available() && opts_.failback_ms != 0 &&
         alive_paths() < path_count()) {
@@ -564,10 +562,12 @@ void SendComm::CheckAckTimeout(uint64_t now_ns) {
 }
 
 bool SendComm::ApplyPeerLoss() {
-  const uint64_t lost = peer_lost_;
-  peer_lost_ = 0;
+  peer_news_ = false;
   for (auto& p : paths_) {
-    if (!(lost & (uint64_t{1} << p->index())) || !p->alive()) continue;
+    PathState& st = St(p->index());
+    const bool lost = st.peer_lost;
+    st.peer_lost = false;
+    if (!lost || !p->alive()) continue;
     // Only while another path remains: the last one is left to the socket timeout, as in CheckHealth.
     if (alive_paths() < 2) break;
     if (!PathDown(*p, "the receiver lost it (carrier or socket error on its side)", PathFault::kPeerReported))
@@ -577,7 +577,7 @@ bool SendComm::ApplyPeerLoss() {
 }
 
 void SendComm::FailbackAttemptFailed(int path, uint64_t now_ns, const std::string& why) {
-  Rejoin& rj = rejoin_[static_cast<size_t>(path)];
+  PathState& rj = St(path);
   rj.connecting = false;
   ++rj.attempts;
   // A path that keeps failing is tried ever more rarely (up to 16x the failback time).
@@ -592,8 +592,8 @@ void SendComm::TryFailback(uint64_t now_ns) {
   Reconnector& rc = *opts_.reconnector;
   for (auto& path : paths_) {
     const int i = path->index();
-    if (path->alive() || static_cast<size_t>(i) >= rejoin_.size()) continue;
-    Rejoin& rj = rejoin_[static_cast<size_t>(i)];
+    if (path->alive() || i >= kMaxPaths) continue;
+    PathState& rj = St(i);
     if (!rj.connecting) {
       if (now_ns < rj.next_try_ns) continue;
       if (!rc.Ready(i, now_ns, stable_ns)) {
@@ -613,10 +613,13 @@ void SendComm::TryFailback(uint64_t now_ns) {
     const uint64_t down_ns = now_ns - rj.down_ns;
     const int attempts = rj.attempts + 1;
     ReplacePath(i, std::move(fresh));
-    const int relapses = rj.relapses;
-    rj = Rejoin{};
-    rj.back_ns = now_ns;
-    rj.relapses = relapses;
+    // ReplacePath started a new incarnation; the failback schedule starts over.
+    PathState& fresh_st = St(i);
+    fresh_st.down_ns = 0;
+    fresh_st.next_try_ns = 0;
+    fresh_st.attempts = 0;
+    fresh_st.connecting = false;
+    fresh_st.back_ns = now_ns;
     ++failbacks_;
     FF_PROBE(failback, opts_.task_hash, peer_.c_str(), i);
     if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)

@@ -98,8 +98,7 @@ class SendComm final : public Comm {
   uint64_t credit_wait_ns_ = 0;
   uint64_t credit_probe_gap_ns_ = kCreditProbeNs;
   uint64_t resent_bytes_ = 0;
-  uint64_t peer_lost_ = 0;  // bit i: the receiver reported path i lost
-  uint64_t peer_nic_news_ = 0;  // bit i: peer_nic_degraded_ bit i changed; acted on after the pump round
+  bool peer_news_ = false;  // some path's peer_lost or peer_nic_news is set
 
   // The failover in progress: completions are held (gate paused) from detection until the
   // re-sent data is acknowledged, and then one line describes the whole event.
@@ -114,16 +113,6 @@ class SendComm final : public Comm {
   } failover_;
   uint64_t failover_events_ = 0;
 
-  // Failback policy per path (the transport's reconnector does the connecting).
-  struct Rejoin {
-    uint64_t down_ns = 0;      // when the path failed; 0 while it is alive
-    uint64_t back_ns = 0;      // when it last came back (failback)
-    int relapses = 0;          // failures soon after coming back: each doubles the next wait
-    uint64_t next_try_ns = 0;  // earliest next connect attempt
-    int attempts = 0;
-    bool connecting = false;
-  };
-  std::array<Rejoin, 16> rejoin_{};
   uint64_t next_failback_check_ns_ = 0;
   uint64_t failbacks_ = 0;
 
