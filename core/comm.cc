@@ -142,6 +142,7 @@ void Comm::ReplacePath(int index, std::unique_ptr<Path> path) {
   PathState& st = St(index);
   ++st.generation;
   st.hedged = false;
+  st.closed_by_peer = false;
   st.ifname.clear();
   nic_gen_seen_ = ~uint64_t{0};  // judge the new path's NIC on the next check
   watchdog_.ResetPath(index);
@@ -291,7 +292,9 @@ bool Comm::HandlePump(Path& p, PumpResult r) {
           if (q.get() != &p && q->alive()) (void)q->Poll(*this);
       }
       if (!ExpectingTraffic()) {
-        // An orderly close with nothing outstanding is not an error; the path is simply gone.
+        // An orderly close with nothing outstanding is not an error; the path is simply gone, and
+        // the peer that closed it will not want it back (no failback).
+        St(p.index()).closed_by_peer = true;
         p.MarkDead();
         return true;
       }

@@ -104,6 +104,7 @@ class Comm : public FrameSink {
     bool peer_nic_degraded = false;  // the receiver reported its NIC under this path degraded
     bool peer_nic_news = false;      // peer_nic_degraded changed; acted on after the pump round (sender)
     bool peer_lost = false;          // the receiver reported it lost; acted on after the pump round (sender)
+    bool closed_by_peer = false;     // the peer closed it in order with nothing owed: no failback
     std::string ifname;              // local interface, resolved once per incarnation
     // Failback schedule (sender; the transport's reconnector does the connecting).
     uint64_t down_ns = 0;      // when the path failed; 0 while it is alive

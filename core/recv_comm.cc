@@ -365,8 +365,11 @@ Status RecvComm::Progress() {
       (credit_sent_ < cum_done_ + kDescLowWater || next_post_seq_ - credit_sent_ >= kDescBatch ||
        now - posted_since_ns_ >= delay_ns))
     send = true;
-  if (cum_done_ > acked_ &&
-      (ack_now_ || cum_done_ - acked_ >= opts_.ack_batch || now - done_since_ns_ >= delay_ns))
+  // With no receive left outstanding the caller has no reason to call us again (NCCL tests only
+  // pending requests, and closes its send comm first): a batched acknowledgement held back now would
+  // wait until the next irecv, or forever, while the sender re-sends and its close waits for it.
+  if (cum_done_ > acked_ && (ack_now_ || active_count_ == 0 || cum_done_ - acked_ >= opts_.ack_batch ||
+                             now - done_since_ns_ >= delay_ns))
     send = true;
   if (send && SendAck(ack_all_paths_ || ack_requested_, ack_requested_)) {
     if (ack_all_paths_) ack_all_paths_ = false;

@@ -592,7 +592,7 @@ void SendComm::TryFailback(uint64_t now_ns) {
   Reconnector& rc = *opts_.reconnector;
   for (auto& path : paths_) {
     const int i = path->index();
-    if (path->alive() || i >= kMaxPaths) continue;
+    if (path->alive() || i >= kMaxPaths || St(i).closed_by_peer) continue;
     PathState& rj = St(i);
     if (!rj.connecting) {
       if (now_ns < rj.next_try_ns) continue;
