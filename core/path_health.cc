@@ -178,7 +178,9 @@ bool PathWatchdog::CloseSoftWindow(uint64_t now_ns, uint64_t draining_mask, Path
       const uint64_t retrans = s.cur.retrans - s.prev.retrans;
       const uint64_t spurious = s.now.dsacks - s.prev.dsacks;
       SoftWindow& w = s.span[s.span_next];
-      w.lost = retrans > spurious && s.cur.reord == s.prev.reord ? retrans - spurious : 0;
+      // Reordering is no excuse: a lossy link reorders too (the retransmissions fill holes late);
+      // on the emulator a 1%-loss path saw reordering in every window of its span.
+      w.lost = retrans > spurious ? retrans - spurious : 0;
       w.segs = s.cur.segs - s.prev.segs;
       s.span_next = (s.span_next + 1) % kSoftSpanWindows;
       s.span_len = std::min(s.span_len + 1, kSoftSpanWindows);
@@ -193,8 +195,10 @@ bool PathWatchdog::CloseSoftWindow(uint64_t now_ns, uint64_t draining_mask, Path
       }
       // A healthy path loses a whole offload packet now and then, sometimes a few at once; a lossy
       // link loses all along: the loss must be spread over several windows of the span.
-      if (lossy_windows < kSoftLossyWindows) lost = 0;
-      const double r = segs == 0 ? 0.0 : static_cast<double>(lost) / static_cast<double>(segs);
+      // Heavy loss (4x the threshold and more) needs fewer windows: it stalls TCP if left longer.
+      const double r0 = segs == 0 ? 0.0 : static_cast<double>(lost) / static_cast<double>(segs);
+      if (lossy_windows < (r0 >= 4 * loss_ratio_ ? kSoftHeavyLossyWindows : kSoftLossyWindows)) lost = 0;
+      const double r = lost == 0 ? 0.0 : r0;
       if (segs >= kSoftMinSegments) ratio[i] = r;
       if (segs >= kSoftMinSegments / 4) other[i] = r;
     }

@@ -303,13 +303,29 @@ TEST(PathWatchdogSoft, DuplicateReportsArrivingOneWindowLateStillCancelTheRetran
   }, &rep), 0) << rep.detail;
 }
 
-TEST(PathWatchdogSoft, RetransmissionsThatComeWithReorderingAreNotLoss) {
+TEST(PathWatchdogSoft, LossThatComesWithReorderingIsStillLoss) {
+  // Measured on the emulator: a link with 1% loss saw reordering in every window of its span.
   PathWatchdog w(100 * kMs, false);
   SoftPath a, b;
   PathFaultReport rep;
-  EXPECT_EQ(RunSoft(w, a, b, 100, [&](int) {
+  const int at = RunSoft(w, a, b, 40, [&](int) {
     a.Window(7000, 90, 0, 3);
     b.Window(7000, 0);
+  }, &rep);
+  ASSERT_GT(at, 0);
+  EXPECT_LE(at, 10);
+  EXPECT_EQ(rep.path, 0);
+}
+
+TEST(PathWatchdogSoft, BurstsInAFewWindowsOfTheSpanAreNotALossyPath) {
+  // A healthy path's worst 500 ms on the emulator: bursts of ~180 segments in 2 to 4 windows,
+  // up to 0.8% of the span's segments.
+  PathWatchdog w(100 * kMs, false);
+  SoftPath a, b;
+  PathFaultReport rep;
+  EXPECT_EQ(RunSoft(w, a, b, 200, [&](int i) {
+    a.Window(4000, i % 10 < 4 ? 120 : 0);
+    b.Window(4000, 0);
   }, &rep), 0) << rep.detail;
 }
 
