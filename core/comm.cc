@@ -3,6 +3,7 @@
 
 #include <net/if.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "base/logging.h"
@@ -30,8 +31,12 @@ Comm::~Comm() {
 uint16_t Comm::Classify(void* phandle) const {
   sla::CollectiveAttribution prof;
   if (phandle != nullptr) prof = sla::AttributeNetEvent(phandle);
-  uint32_t op = opts_.net_attr ? opts_.net_attr->op : sla::kNetAttrUndefined;
-  uint32_t algo = opts_.net_attr ? opts_.net_attr->algo : sla::kNetAttrUndefined;
+  // setNetAttr writes these on NCCL's service thread (plugin/net_api.cc): atomic loads.
+  auto get = [](const uint32_t& f) {
+    return std::atomic_ref(const_cast<uint32_t&>(f)).load(std::memory_order_relaxed);
+  };
+  uint32_t op = opts_.net_attr ? get(opts_.net_attr->op) : sla::kNetAttrUndefined;
+  uint32_t algo = opts_.net_attr ? get(opts_.net_attr->algo) : sla::kNetAttrUndefined;
   return static_cast<uint16_t>(sla::ChooseAttribution(prof, op, algo).collective);
 }
 

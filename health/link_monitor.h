@@ -3,6 +3,7 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <utility>
@@ -42,7 +43,7 @@ class LinkMonitor {
   std::mutex mu_;
   int fd_ = -1;
   uint64_t last_poll_ns_ = 0;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};  // read without the lock by Poll's losers
   std::vector<int> down_;  // interfaces whose carrier is down; few, so a vector
   std::vector<std::pair<int, uint64_t>> changed_ns_;  // last carrier transition per interface
   struct CarrierFile {

@@ -1,9 +1,11 @@
 // Entry-point logic: argument checks, object lookups, and dispatch to listen/connect/communicators.
 #include "plugin/net_api.h"
 
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "plugin/connector.h"
 #include "plugin/listen_comm.h"
@@ -71,7 +73,19 @@ Status SetNetAttr(void* ctx, const ncclNetAttr_t* attr) {
   NetContext* c = ContextOf(ctx);
   if (c == nullptr) return InvalidArgument("setNetAttr: not a context returned by init");
   if (attr == nullptr) return InvalidArgument("setNetAttr: attr is NULL");
-  c->attr = *attr;
+  // NCCL calls this from its service thread while the proxy thread classifies messages with the
+  // same fields (core/comm.cc): every field is stored, and op/algo read, as an atomic word.
+  auto put = [](auto& dst, auto v) { std::atomic_ref(dst).store(v, std::memory_order_relaxed); };
+  for (auto [d, a] : {std::pair{&c->attr.sendCommAttr, &attr->sendCommAttr},
+                      std::pair{&c->attr.recvCommAttr, &attr->recvCommAttr}}) {
+    put(d->maxConcurrentPeers, a->maxConcurrentPeers);
+    put(d->minConcurrentPeers, a->minConcurrentPeers);
+    put(d->maxFlowsPerPeer, a->maxFlowsPerPeer);
+    put(d->minFlowsPerPeer, a->minFlowsPerPeer);
+  }
+  put(c->attr.proto, attr->proto);
+  put(c->attr.algo, attr->algo);
+  put(c->attr.op, attr->op);
   return Status::Ok();
 }
 

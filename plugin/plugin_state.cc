@@ -50,7 +50,7 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
   }
   task_ = TaskProfile::Load(config_->stats_enabled, config_->stats_keep, config_->stats_dir);
   std::memset(&default_context_.attr, 0xff, sizeof(default_context_.attr));
-  initialized_ = true;
+  initialized_.store(true, std::memory_order_release);
   return Status::Ok();
 }
 

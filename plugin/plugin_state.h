@@ -1,6 +1,7 @@
 // Process-wide plugin state: the selected devices, the config, and per-communicator contexts (net v11+).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,7 +31,7 @@ class PluginState {
 
   // Discovers devices once; later calls only refresh the logger.
   Status Init(ncclDebugLogger_t logger);
-  bool initialized() const { return initialized_; }
+  bool initialized() const { return initialized_.load(std::memory_order_acquire); }
   const std::vector<tcp::NetInterface>& devices() const { return devices_; }
   const Config& config() const { return *config_; }
   NetContext& default_context() { return default_context_; }
@@ -42,7 +43,7 @@ class PluginState {
   std::vector<int> PathOrder(int dev) const;
 
  private:
-  bool initialized_ = false;
+  std::atomic<bool> initialized_{false};  // read without the lock by every entry point
   const Config* config_ = nullptr;
   std::vector<tcp::NetInterface> devices_;
   NetContext default_context_;
