@@ -27,10 +27,10 @@ int RunProbeCommand(int argc, char** argv);  // bpf/probe_cli.cc
 namespace {
 
 const ff::cli::Subcommand kSubcommands[] = {
-    {"config", "print every configuration knob with its default, value and meaning", ff::RunConfigCommand},
+    {"config", "the job variables (SLA, task id, steer) and every knob: default, value, meaning (--json, --markdown)", ff::RunConfigCommand},
     {"bench", "benchmark the plugin against raw TCP sockets between two processes", ff::RunBenchCommand},
 #ifdef FF_HAVE_PATHCTL_CLI
-    {"path", "fabric graphs, SLA-aware path ranking, topology generators", ff::RunPathCommand},
+    {"path", "path oracle: rank (SLA-aware ranking), gen (topologies), check (validate a file), bench", ff::RunPathCommand},
     {"health", "NIC soft health: error counters, FEC, RDMA port counters, PCIe link", ff::RunHealthCommand},
 #endif
 #ifdef FF_HAVE_TOPO_CLI
@@ -40,7 +40,7 @@ const ff::cli::Subcommand kSubcommands[] = {
     {"stats", "read a running job's per-task, per-collective statistics", ff::RunStatsCommand},
 #endif
 #ifdef FF_HAVE_PROBE_CLI
-    {"probe", "host preflight (check); BPF view of the plugin's probes (watch, report)", ff::RunProbeCommand},
+    {"probe", "host preflight (check); BPF view of the plugin's probes (watch, report: the baseline report)", ff::RunProbeCommand},
 #endif
 };
 
@@ -56,6 +56,7 @@ void PrintUsage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ff::cli::g_subcommand_table = {kSubcommands, std::size(kSubcommands)};
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
     PrintUsage(stdout);

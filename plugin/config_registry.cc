@@ -2,11 +2,16 @@
 #include "plugin/config_registry.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "base/logging.h"
+#include "sla/sla_declaration.h"
+#include "sla/sla_level.h"
+#include "sla/traffic_class.h"
+#include "sla/warnings.h"
 
 namespace ff {
 namespace {
@@ -101,6 +106,46 @@ const std::vector<KnobSpec> kSpecs = {
      "NCCL's interface selection: comma-separated prefixes, '^' excludes, '=' matches exactly"},
     {"NCCL_SOCKET_FAMILY", KnobType::kString, "", 0, 0, "AF_INET or AF_INET6 to restrict the address family"},
 };
+
+const std::vector<JobVariableSpec> kJobSpecs = {
+    {sla::kEnvSlaLatency, "unset: no SLA, Level 3",
+     "a positive number of microseconds up to 10 s, optionally with a unit ns, us, ms or s (50, 50us, 0.05ms, "
+     "50000ns)",
+     "the job's latency SLA; it sets the SLA level: Level 1 below 50 us (single-hop paths only), Level 2 from 50 "
+     "to 100 us (paths may cross leaves, not the top tier), Level 3 above 100 us or unset (any path, paced to "
+     "FLEXIFORCE_LEVEL3_CAP_PCT when steering)"},
+    {sla::kEnvTaskId, "a launcher's job id, else a per-process id derived from host, pid and start time",
+     "1 to 63 printable characters without spaces (e.g. llama-7b-run3)",
+     "the task (job) id every message is tagged with and statistics are kept under; falls back to "
+     "TORCHELASTIC_RUN_ID (not torchrun's placeholder 'none'), SLURM_JOB_ID, OMPI_MCA_orte_ess_jobid, "
+     "PMIX_NAMESPACE, then the derived id (different on every rank)"},
+    {sla::kEnvEnable, "unset: observe only", "1, true, on or yes to steer; 0, false, off, no or empty to observe",
+     "1: steer (the oracle chooses paths and source-port entropy, the SLA level sets the traffic class and "
+     "Level-3 pacing); 0 or unset: observe only (carry, tag and measure, change no traffic class or path "
+     "choice; failover over the connection's paths still works)"},
+};
+
+std::string FormatLatency(uint64_t ns) {
+  char buf[64];
+  if (ns % 1000 == 0) {
+    std::snprintf(buf, sizeof(buf), "%llu us", static_cast<unsigned long long>(ns / 1000));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%llu ns", static_cast<unsigned long long>(ns));
+  }
+  return buf;
+}
+
+const char* LevelWords(sla::SlaLevel level) {
+  switch (level) {
+    case sla::SlaLevel::kLevel1:
+      return "Level 1";
+    case sla::SlaLevel::kLevel2:
+      return "Level 2";
+    case sla::SlaLevel::kLevel3:
+      break;
+  }
+  return "Level 3";
+}
 
 bool ParseBytes(const std::string& text, int64_t* out) {
   if (text.empty()) return false;
@@ -236,6 +281,124 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.socket_ifname = str("NCCL_SOCKET_IFNAME");
   c.socket_family = str("NCCL_SOCKET_FAMILY");
   return c;
+}
+
+const std::vector<JobVariableSpec>& ConfigRegistry::JobSpecs() { return kJobSpecs; }
+
+std::vector<JobValue> ConfigRegistry::ResolveJob(const EnvLookup& env, const sla::ProcessIdentity& self) {
+  // The plugin's own reading of the environment (core/task_profile.cc calls the same function).
+  sla::Warnings warnings;
+  const sla::SlaDeclaration decl = sla::ReadSlaDeclaration(env, warnings, self);
+  const Config knobs = ToConfig(Resolve(env));
+  const sla::SlaLevel level = sla::ClassifySla(decl.latency_ns);
+  const std::vector<std::string> messages = warnings.All();
+  auto error_for = [&](const char* name) -> std::string {
+    // Warnings keep one message per variable, each starting with the variable's name.
+    const std::string prefix = std::string(name) + "=";
+    for (const auto& m : messages)
+      if (m.compare(0, prefix.size(), prefix) == 0) return m;
+    return {};
+  };
+  auto base = [&](const JobVariableSpec& spec) {
+    JobValue v{&spec};
+    const char* raw = env(spec.name);
+    v.set = raw != nullptr;
+    if (raw) v.raw = raw;
+    v.error = error_for(spec.name);
+    return v;
+  };
+  std::vector<JobValue> out;
+
+  // AI_SLA_LATENCY
+  {
+    JobValue v = base(kJobSpecs[0]);
+    const sla::LevelPermits permits = sla::PermitsFor(level);
+    v.value = decl.latency_ns ? FormatLatency(*decl.latency_ns) : "none";
+    v.source = decl.latency_ns ? sla::kEnvSlaLatency : "default";
+    std::string why = decl.latency_ns ? FormatLatency(*decl.latency_ns) + " SLA" : std::string("no SLA declared");
+    why += std::string(" -> ") + LevelWords(level) + ": path tier " + sla::MaxTierName(permits.max_tier);
+    if (!decl.steer) {
+      why += "; observe only (AI_FLEXIFORCE_ENABLE), so the level is recorded but changes no path, traffic class "
+             "or pacing";
+    } else {
+      sla::TrafficClassInputs tci;
+      tci.steer = true;
+      tci.knob = knobs.traffic_class;
+      tci.level = level;
+      const sla::TrafficClassDecision tc = sla::DecideTrafficClass(tci);
+      why += ", TOS " + std::to_string(tc.tos) + " (DSCP " + std::to_string(tc.dscp) + ", from " +
+             sla::TrafficClassSourceName(tc.source) + "; a communicator's ncclConfig.trafficClass wins)";
+      if (level == sla::SlaLevel::kLevel3) {
+        why += knobs.level3_cap_pct >= 100
+                   ? std::string(", unpaced (FLEXIFORCE_LEVEL3_CAP_PCT=100)")
+                   : ", paced to " + std::to_string(knobs.level3_cap_pct) + "% of the link (FLEXIFORCE_LEVEL3_CAP_PCT)";
+      } else {
+        why += ", unpaced";
+      }
+    }
+    v.effect = why;
+    if (!v.error.empty()) {
+      // The parser's sentence ends with the accepted form; say what the job gets.
+      const std::string tail = "; using no SLA (Level 3)";
+      if (v.error.size() >= tail.size() && v.error.compare(v.error.size() - tail.size(), tail.size(), tail) == 0)
+        v.error.resize(v.error.size() - tail.size());
+      v.error += "; the job runs at Level 3 (no SLA)";
+    }
+    out.push_back(std::move(v));
+  }
+
+  // AI_TASK_ID and the launcher ids it falls back to.
+  {
+    JobValue v = base(kJobSpecs[1]);
+    v.value = decl.task.id;
+    v.source = decl.task.source;
+    for (const char* name : sla::LauncherIdVariables()) {
+      JobValue::Fallback f{name};
+      const char* raw = env(name);
+      if (raw == nullptr) {
+        f.state = "unset";
+      } else {
+        f.raw = raw;
+        // Valid alone? Ask the same resolver with only this variable set.
+        sla::Warnings ignored;
+        const std::string only(name);
+        const sla::TaskId alone = sla::ResolveTaskId(
+            [&](const char* n) -> const char* { return only == n ? raw : nullptr; }, ignored, self);
+        if (alone.source != name) {
+          f.state = "set, not usable as an id";
+        } else if (v.source == name) {
+          f.state = "used";
+        } else {
+          f.state = "valid, not used: an earlier variable wins";
+        }
+      }
+      v.fallbacks.push_back(std::move(f));
+    }
+    if (v.source == sla::kEnvTaskId) {
+      v.effect = "set by the job";
+    } else if (v.source == "derived") {
+      v.effect = "no AI_TASK_ID and no launcher id: a per-process id from host, pid and start time (this is "
+                 "this process's; every rank derives its own, so set AI_TASK_ID for one id per job)";
+    } else {
+      v.effect = std::string("from the launcher's ") + v.source +
+                 (v.set ? " because AI_TASK_ID is not valid" : " because AI_TASK_ID is unset");
+    }
+    if (!v.error.empty()) v.error += "; using " + decl.task.id + " (from " + decl.task.source + ")";
+    out.push_back(std::move(v));
+  }
+
+  // AI_FLEXIFORCE_ENABLE
+  {
+    JobValue v = base(kJobSpecs[2]);
+    v.value = decl.steer ? "steer" : "observe";
+    v.source = v.set && v.error.empty() ? sla::kEnvEnable : "default";
+    v.effect = decl.steer ? "steer: the oracle chooses paths and entropy, the SLA level sets traffic class and "
+                            "pacing"
+                          : "observe only: carry, tag and measure; no traffic class, path choice or pacing is "
+                            "changed";
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 const Config& ConfigRegistry::Get() {

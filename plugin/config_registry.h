@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sla/task_identity.h"
+
 namespace ff {
 
 enum class KnobType { kInt, kBytes, kBool, kString };
@@ -64,6 +66,31 @@ struct Config {
   std::string socket_family;  // NCCL_SOCKET_FAMILY
 };
 
+// A variable the training job sets about itself (AI_*): parsed by sla/'s parsers, not by the knob table.
+struct JobVariableSpec {
+  const char* name;
+  const char* default_value;  // what applies when unset, in words
+  const char* accepted;       // the accepted form
+  const char* doc;
+};
+
+// What the plugin makes of one job variable in a given environment.
+struct JobValue {
+  const JobVariableSpec* spec;
+  bool set = false;     // present in the environment
+  std::string raw;      // its text when set
+  std::string value;    // the value the plugin uses (e.g. "50 us", "llama-run3", "steer")
+  std::string source;   // where that value came from: the variable's name, a fallback's name, or "default"
+  std::string effect;   // why / what it does, in one sentence
+  std::string error;    // the parser's complaint and what applies instead; empty when valid or unset
+  struct Fallback {
+    std::string name;
+    std::string raw;    // empty when unset
+    std::string state;  // "unset", "used", "valid, not reached", "set, not a valid id"
+  };
+  std::vector<Fallback> fallbacks;  // AI_TASK_ID only: the launcher ids, in the order tried
+};
+
 class ConfigRegistry {
  public:
   static const std::vector<KnobSpec>& Specs();
@@ -74,6 +101,13 @@ class ConfigRegistry {
 
   // Parses one value the way Resolve does; returns false with `error` set when invalid.
   static bool ParseValue(const KnobSpec& spec, const std::string& text, int64_t* number, std::string* error);
+
+  // The job-facing variables AI_SLA_LATENCY, AI_TASK_ID (with its launcher fallbacks) and AI_FLEXIFORCE_ENABLE.
+  static const std::vector<JobVariableSpec>& JobSpecs();
+  // Resolves them with the plugin's own parsers (sla/): the same values a job started in `env` gets.
+  // `self` feeds the derived task id when no id variable is usable.
+  static std::vector<JobValue> ResolveJob(const EnvLookup& env,
+                                          const sla::ProcessIdentity& self = sla::CurrentProcessIdentity());
 
   // Process-wide config from the real environment, resolved (and bad values logged) once.
   static const Config& Get();

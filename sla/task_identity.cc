@@ -13,7 +13,7 @@ namespace {
 
 // Launcher job ids, most specific first. OMPI_COMM_WORLD_* hold rank and size, not a job id,
 // so Open MPI contributes through its ess jobid (v4) or the PMIx namespace (v5).
-constexpr const char* kLauncherIdVariables[] = {
+const std::vector<const char*> kLauncherIdVariables = {
     "TORCHELASTIC_RUN_ID",
     "SLURM_JOB_ID",
     "OMPI_MCA_orte_ess_jobid",
@@ -41,6 +41,8 @@ uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
 }
 
 }  // namespace
+
+const std::vector<const char*>& LauncherIdVariables() { return kLauncherIdVariables; }
 
 uint64_t ParseStatStartTicks(const std::string& stat_line) {
   const size_t close = stat_line.rfind(')');

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sla/env_lookup.h"
 #include "sla/warnings.h"
@@ -37,6 +38,9 @@ uint64_t ParseStatStartTicks(const std::string& stat_line);
 // distinct processes yield distinct ids, even if a pid is reused later. It is per process: ranks
 // of one job get different derived ids, so a job-wide id needs AI_TASK_ID or a launcher id.
 std::string DeriveTaskId(const ProcessIdentity& self);
+
+// The launcher job-id variables ResolveTaskId falls back to after AI_TASK_ID, in the order tried.
+const std::vector<const char*>& LauncherIdVariables();
 
 // Resolves the task id, first valid wins: AI_TASK_ID, TORCHELASTIC_RUN_ID (except torchrun's
 // placeholder "none"), SLURM_JOB_ID, OMPI_MCA_orte_ess_jobid (Open MPI <= 4), PMIX_NAMESPACE
