@@ -209,9 +209,13 @@ std::unique_ptr<StatsTable> StatsTable::Open(const StatsTableOptions& options, s
   return t;
 }
 
+void StatsTable::RemoveFile() {
+  if (remove_on_close_ && !path_.empty() && !removed_.exchange(true)) ::unlink(path_.c_str());
+}
+
 StatsTable::~StatsTable() {
   if (base_ != nullptr) ::munmap(base_, size_);
-  if (remove_on_close_ && !path_.empty()) ::unlink(path_.c_str());
+  RemoveFile();
   delete layout_;
 }
 

@@ -64,6 +64,9 @@ class StatsTable {
   StatsTable& operator=(const StatsTable&) = delete;
 
   const std::string& path() const { return path_; }
+  // Removes the file's name now if the options asked for removal on close; the mapping and the
+  // counters stay valid (for a process that exits while other threads still record).
+  void RemoveFile();
 
   // Finds or claims the slot of `key`; kInvalid when the table is full (counted as dropped).
   // Callers on hot paths resolve once per connection and collective and keep the handle.
@@ -90,6 +93,7 @@ class StatsTable {
   size_t size_ = 0;
   UniqueFd lock_;  // holds flock(LOCK_EX): the writer lives
   bool remove_on_close_ = true;
+  std::atomic<bool> removed_{false};
   Layout* layout_ = nullptr;
 };
 
