@@ -402,14 +402,15 @@ std::vector<JobValue> ConfigRegistry::ResolveJob(const EnvLookup& env, const sla
 }
 
 const Config& ConfigRegistry::Get() {
-  static const Config config = [] {
+  // Never destroyed: communicators still polled by NCCL's threads during exit read it.
+  static const Config* config = [] {
     auto values = Resolve([](const char* n) { return std::getenv(n); });
     for (const auto& v : values) {
       if (!v.error.empty()) FF_WARN("%s", v.error.c_str());
     }
-    return ToConfig(values);
+    return new Config(ToConfig(values));
   }();
-  return config;
+  return *config;
 }
 
 }  // namespace ff

@@ -1,6 +1,7 @@
 // Device discovery at init, logged one line per device as NCCL's own transports do.
 #include "plugin/plugin_state.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -9,9 +10,22 @@
 namespace ff {
 
 PluginState& PluginState::Get() {
-  static PluginState state;
-  return state;
+  // Never destroyed: NCCL's proxy thread may still poll communicators (which point into the task
+  // profile and statistics) while main returns and static destructors run.
+  static PluginState* state = new PluginState();
+  return *state;
 }
+
+namespace {
+
+// At exit the statistics file's name goes (unless FLEXIFORCE_STATS_KEEP=1), as it did when the
+// state was destroyed; the mapping stays, so a thread still recording writes to valid memory.
+void RemoveStatsFileAtExit() {
+  TaskProfile& task = PluginState::Get().task();
+  if (task.stats) task.stats->RemoveFile();
+}
+
+}  // namespace
 
 Status PluginState::Init(ncclDebugLogger_t logger) {
   static std::mutex mu;
@@ -49,6 +63,7 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
     nic_watch_ = std::make_unique<NicWatch>(config_->sysfs_root, names);
   }
   task_ = TaskProfile::Load(config_->stats_enabled, config_->stats_keep, config_->stats_dir);
+  if (task_->stats) std::atexit(RemoveStatsFileAtExit);  // registered by this library: runs at its unload too
   std::memset(&default_context_.attr, 0xff, sizeof(default_context_.attr));
   initialized_.store(true, std::memory_order_release);
   return Status::Ok();

@@ -2,6 +2,7 @@
 // that attributes every network message to its collective.
 #include <new>
 
+#include "base/abi_guard.h"
 #include "sla/net_event_probe.h"
 #include "nccl/profiler_abi.h"
 #include "sla/profiler_event_pool.h"
@@ -19,9 +20,9 @@ struct ProfilerContext {
 
 ncclResult_t InitCommon(void** context, int* activation_mask, uint64_t comm_hash, int rank, ncclDebugLogger_t log) {
   if (context == nullptr || activation_mask == nullptr) return ncclInvalidArgument;
+  ProfilerEventPool& pool = EnsureGlobalProfilerPool();  // first: if it throws, nothing is leaked
   auto* ctx = new (std::nothrow) ProfilerContext{comm_hash, rank};
   if (ctx == nullptr) return ncclSystemError;  // NCCL then disables the profiler: no attribution, no harm
-  ProfilerEventPool& pool = EnsureGlobalProfilerPool();
   *context = ctx;
   *activation_mask = kActivationMask;
   if (log != nullptr) {
@@ -125,17 +126,44 @@ ncclResult_t StartV5(void*, void** handle, ncclProfilerEventDescr_v5_t* d) {
   return StartCommon(handle, info, net ? d->netPlugin.id : 0, net ? d->netPlugin.data : nullptr);
 }
 
+// The exported entry points: every one behind the exception barrier, as the net entry points are.
+ncclResult_t GuardedInitV4(void** context, int* mask, const char* name, uint64_t comm_hash, int nodes, int ranks,
+                           int rank, ncclDebugLogger_t log) {
+  return GuardAbi([&] { return InitV4(context, mask, name, comm_hash, nodes, ranks, rank, log); });
+}
+ncclResult_t GuardedInitV5(void** context, uint64_t comm_id, int* mask, const char* name, int nodes, int ranks,
+                           int rank, ncclDebugLogger_t log) {
+  return GuardAbi([&] { return InitV5(context, comm_id, mask, name, nodes, ranks, rank, log); });
+}
+ncclResult_t GuardedStartV4(void* context, void** handle, ncclProfilerEventDescr_v4_t* d) {
+  return GuardAbi([&] { return StartV4(context, handle, d); });
+}
+ncclResult_t GuardedStartV5(void* context, void** handle, ncclProfilerEventDescr_v5_t* d) {
+  return GuardAbi([&] { return StartV5(context, handle, d); });
+}
+ncclResult_t GuardedStop(void* handle) {
+  return GuardAbi([&] { return Stop(handle); });
+}
+ncclResult_t GuardedRecordState(void* handle, ncclProfilerEventState_t state, ncclProfilerEventStateArgs_v4_t* args) {
+  return GuardAbi([&] { return RecordState(handle, state, args); });
+}
+ncclResult_t GuardedFinalize(void* context) {
+  return GuardAbi([&] { return Finalize(context); });
+}
+
 }  // namespace
 }  // namespace ff::sla
 
 extern "C" {
 
 __attribute__((visibility("default"))) ncclProfiler_v4_t ncclProfiler_v4 = {
-    "FlexiForce", ff::sla::InitV4, ff::sla::StartV4, ff::sla::Stop, ff::sla::RecordState, ff::sla::Finalize,
+    "FlexiForce",        ff::sla::GuardedInitV4,      ff::sla::GuardedStartV4,   ff::sla::GuardedStop,
+    ff::sla::GuardedRecordState, ff::sla::GuardedFinalize,
 };
 
 __attribute__((visibility("default"))) ncclProfiler_v5_t ncclProfiler_v5 = {
-    "FlexiForce", ff::sla::InitV5, ff::sla::StartV5, ff::sla::Stop, ff::sla::RecordState, ff::sla::Finalize,
+    "FlexiForce",        ff::sla::GuardedInitV5,      ff::sla::GuardedStartV5,   ff::sla::GuardedStop,
+    ff::sla::GuardedRecordState, ff::sla::GuardedFinalize,
 };
 
 }  // extern "C"

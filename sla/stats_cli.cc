@@ -36,7 +36,9 @@ int RunStatsCommand(int argc, char** argv) {
   }
 
   if (gc) {
-    for (const auto& path : sla::RemoveStaleStatsFiles(dir)) std::printf("removed %s\n", path.c_str());
+    std::vector<std::string> skipped;
+    for (const auto& path : sla::RemoveStaleStatsFiles(dir, &skipped)) std::printf("removed %s\n", path.c_str());
+    for (const auto& why : skipped) std::fprintf(stderr, "flexiforce stats: skipping %s\n", why.c_str());
     return 0;
   }
 

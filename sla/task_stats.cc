@@ -1,8 +1,8 @@
+// The statistics writer: one shared-memory file per process, claimed slots, lock-free counters.
 #include "sla/task_stats.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,74 +11,12 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <tuple>
 
-#include "sla/task_identity.h"
+#include "sla/stats_file_format.h"
 
 namespace ff::sla {
+using namespace stats_format;
 namespace {
-
-constexpr char kMagic[8] = {'F', 'F', 'S', 'T', 'A', 'T', 'S', '1'};
-constexpr uint32_t kVersion = 1;
-
-enum SlotState : uint32_t { kEmpty = 0, kClaiming = 1, kReady = 2 };
-
-struct DirectionCounters {
-  std::atomic<uint64_t> bytes;
-  std::atomic<uint64_t> messages;
-  std::atomic<uint64_t> latency_sum_ns;
-  std::atomic<uint64_t> histogram[kLatencyBuckets];
-};
-
-struct alignas(64) Slot {
-  std::atomic<uint32_t> state;
-  uint32_t path_id;
-  uint8_t collective;
-  char task[kStatsNameCapacity];
-  char peer[kStatsNameCapacity];
-  DirectionCounters dir[2];
-};
-
-struct alignas(64) TaskEntry {
-  std::atomic<uint32_t> state;
-  std::atomic<uint32_t> level;
-  char task[kStatsNameCapacity];
-  std::atomic<uint64_t> sla_ns;  // 0: none declared
-  std::atomic<uint64_t> heat_bits;  // IEEE double
-  std::atomic<uint64_t> sla_unattainable;
-  std::atomic<uint64_t> failover_events;
-  std::atomic<uint64_t> failover_bytes_resent;
-  std::atomic<uint64_t> failover_paused_ns;
-  std::atomic<uint64_t> failbacks;
-};
-static_assert(sizeof(TaskEntry) == 128, "the stats file format: a task entry is two cache lines");
-
-struct alignas(64) Header {
-  char magic[8];
-  uint32_t version;
-  uint32_t header_size;
-  uint32_t slot_size;
-  uint32_t task_size;
-  uint32_t slot_capacity;
-  uint32_t task_capacity;
-  int64_t pid;
-  uint64_t start_ticks;
-  std::atomic<uint64_t> dropped;
-  std::atomic<uint32_t> ready;  // set last, after the header is complete
-};
-
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters must be address-free atomics");
-static_assert(std::atomic<uint32_t>::is_always_lock_free, "states must be address-free atomics");
-
-size_t FileSize(uint32_t slots, uint32_t tasks) {
-  return sizeof(Header) + size_t{slots} * sizeof(Slot) + size_t{tasks} * sizeof(TaskEntry);
-}
-
-Slot* Slots(void* base) { return reinterpret_cast<Slot*>(static_cast<char*>(base) + sizeof(Header)); }
-TaskEntry* Tasks(void* base, uint32_t slots) {
-  return reinterpret_cast<TaskEntry*>(static_cast<char*>(base) + sizeof(Header) + size_t{slots} * sizeof(Slot));
-}
 
 void CopyName(char (&dst)[kStatsNameCapacity], std::string_view src) {
   const size_t n = std::min(src.size(), kStatsNameCapacity - 1);
@@ -116,11 +54,51 @@ void WaitReady(const std::atomic<uint32_t>& state) {
   }
 }
 
-uint64_t ReadStartTicks(int64_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  return std::getline(in, line) ? ParseStatStartTicks(line) : 0;
+// Gives the file real blocks now. ftruncate alone leaves it sparse, and on a full tmpfs (Docker's
+// default /dev/shm is 64 MB) the first store to a page without a block raises SIGBUS in the job,
+// far from here. Returns 0 or an errno value.
+int ReserveFileSpace(int fd, size_t size) {
+  const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+  if (err != EOPNOTSUPP) return err;
+  // No fallocate on this file system (glibc already emulates it for most): write the zeros
+  // ourselves, which allocates every block or fails with ENOSPC here.
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return errno;
+  static const char zeros[4096] = {};
+  for (size_t off = 0; off < size;) {
+    const size_t n = std::min(sizeof(zeros), size - off);
+    const ssize_t w = ::pwrite(fd, zeros, n, static_cast<off_t>(off));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : ENOSPC;
+    off += static_cast<size_t>(w);
+  }
+  return 0;
 }
+
+// A file already under our final name whose writer is gone (its lock is free): a dead process
+// with our pid number left it. A file that is locked, or that we cannot safely open (a FIFO, a
+// symlink, another user's), is not ours to replace.
+bool ExistingFileIsStale(const std::string& path) {
+  UniqueFd fd;
+  struct stat st {};
+  if (!OpenStatsFileForReading(path, &fd, &st, nullptr)) return false;
+  return ProbeWriterLock(fd.get(), LOCK_EX) == WriterLock::kFree;
+}
+
+// Removes the hidden temporary file unless it was published.
+struct TempFile {
+  std::string path;
+  ~TempFile() {
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+};
+
+struct Mapping {
+  void* base = MAP_FAILED;
+  size_t size = 0;
+  ~Mapping() {
+    if (base != MAP_FAILED) ::munmap(base, size);
+  }
+};
 
 }  // namespace
 
@@ -136,6 +114,21 @@ int LatencyBucket(uint64_t latency_ns) {
   return std::min(b, kLatencyBuckets - 1);
 }
 
+std::string_view StatsPeerAddress(std::string_view peer) {
+  // A path description "local:port->remote:port" names the peer after the arrow.
+  if (const size_t arrow = peer.rfind("->"); arrow != std::string_view::npos) peer.remove_prefix(arrow + 2);
+  if (!peer.empty() && peer.front() == '[') {  // [v6]:port
+    const size_t close = peer.find(']');
+    return close == std::string_view::npos ? peer : peer.substr(1, close - 1);
+  }
+  const size_t colon = peer.find(':');
+  // One colon: v4:port or host:port. None or several (a bare IPv6 address): no port to strip.
+  if (colon == std::string_view::npos || peer.find(':', colon + 1) != std::string_view::npos) return peer;
+  const std::string_view port = peer.substr(colon + 1);
+  const bool numeric = !port.empty() && port.find_first_not_of("0123456789") == std::string_view::npos;
+  return numeric ? peer.substr(0, colon) : peer;
+}
+
 std::string StatsFilePath(const std::string& dir, int64_t pid) {
   return dir + "/" + kStatsFilePrefix + std::to_string(pid);
 }
@@ -146,28 +139,38 @@ std::unique_ptr<StatsTable> StatsTable::Open(const StatsTableOptions& options, s
     return nullptr;
   };
   if (options.slots == 0 || options.tasks == 0) return fail("stats table: slots and tasks must be above 0");
+  if (options.slots > kMaxSlots || options.tasks > kMaxTasks)
+    return fail("stats table: at most " + std::to_string(kMaxSlots) + " slots and " + std::to_string(kMaxTasks) +
+                " tasks");
   const int64_t pid = getpid();
-  const std::string path = StatsFilePath(options.dir, pid);
-  // A file with our pid is a dead process's leftover (pids are reused): replace it.
-  ::unlink(path.c_str());
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return fail("stats table: cannot create " + path + ": " + std::strerror(errno));
   const size_t size = FileSize(options.slots, options.tasks);
-  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+
+  // Built under a hidden name and published with link() only once complete and locked, so a
+  // reader never sees a half-made file and --gc never sees a published file without its lock.
+  TempFile temp{options.dir + "/." + kStatsFilePrefix + std::to_string(pid) + "-XXXXXX"};
+  UniqueFd fd(::mkostemp(temp.path.data(), O_CLOEXEC));
+  if (!fd.valid()) {
     const int err = errno;
-    ::close(fd);
-    ::unlink(path.c_str());
-    return fail("stats table: cannot size " + path + ": " + std::strerror(err));
+    temp.path.clear();
+    return fail("stats table: cannot create a file in " + options.dir + ": " + std::strerror(err));
   }
-  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (base == MAP_FAILED) {
-    ::unlink(path.c_str());
-    return fail("stats table: cannot map " + path + ": " + std::strerror(err));
-  }
-  // ftruncate zero-fills: every state is kEmpty and every counter 0 before the header is published.
-  auto* h = static_cast<Header*>(base);
+  // Per-job numbers (task ids, peers, traffic) are for the job's user and root only.
+  if (::fchmod(fd.get(), 0600) != 0) return fail("stats table: cannot chmod " + temp.path + ": " + std::strerror(errno));
+  // Held for the process's life: its presence, not the pid, says the writer lives, which also
+  // holds across pid namespaces sharing the directory. A fresh file: nobody else can hold it.
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
+    return fail("stats table: cannot lock " + temp.path + ": " + std::strerror(errno));
+  if (const int err = ReserveFileSpace(fd.get(), size); err != 0)
+    return fail("stats table: cannot reserve " + std::to_string(size) + " bytes in " + options.dir + ": " +
+                std::strerror(err) + " (a full /dev/shm? FLEXIFORCE_STATS_DIR moves the file, FLEXIFORCE_STATS=0 " +
+                "turns statistics off)");
+  Mapping map;
+  map.size = size;
+  map.base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (map.base == MAP_FAILED) return fail("stats table: cannot map " + temp.path + ": " + std::strerror(errno));
+  // The reserved blocks read as zeros: every state is kEmpty and every counter 0 before the
+  // header is published.
+  auto* h = static_cast<Header*>(map.base);
   std::memcpy(h->magic, kMagic, sizeof(kMagic));
   h->version = kVersion;
   h->header_size = sizeof(Header);
@@ -179,25 +182,50 @@ std::unique_ptr<StatsTable> StatsTable::Open(const StatsTableOptions& options, s
   h->start_ticks = ReadStartTicks(pid);
   h->ready.store(1, std::memory_order_release);
 
+  // flexiforce-stats-<pid>; if a live process of another pid namespace already has that name,
+  // flexiforce-stats-<pid>-<n>.
+  std::string published;
+  for (int n = 0; n < 16 && published.empty(); ++n) {
+    const std::string name = StatsFilePath(options.dir, pid) + (n == 0 ? "" : "-" + std::to_string(n));
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (::link(temp.path.c_str(), name.c_str()) == 0) {
+        published = name;
+        break;
+      }
+      if (errno != EEXIST) return fail("stats table: cannot create " + name + ": " + std::strerror(errno));
+      if (attempt > 0 || !ExistingFileIsStale(name)) break;
+      ::unlink(name.c_str());
+    }
+  }
+  if (published.empty()) return fail("stats table: 16 live files already carry pid " + std::to_string(pid));
+
   std::unique_ptr<StatsTable> t(new StatsTable());
-  t->path_ = path;
-  t->base_ = base;
+  t->path_ = published;
+  t->base_ = std::exchange(map.base, MAP_FAILED);
   t->size_ = size;
+  t->lock_ = std::move(fd);
   t->remove_on_close_ = options.remove_on_close;
-  t->layout_ = new Layout{h, Slots(base), Tasks(base, options.slots)};
+  t->layout_ = new Layout{h, Slots(t->base_), Tasks(t->base_, options.slots)};
   return t;
+}
+
+void StatsTable::RemoveFile() {
+  if (remove_on_close_ && !path_.empty() && !removed_.exchange(true)) ::unlink(path_.c_str());
 }
 
 StatsTable::~StatsTable() {
   if (base_ != nullptr) ::munmap(base_, size_);
-  if (remove_on_close_ && !path_.empty()) ::unlink(path_.c_str());
+  RemoveFile();
   delete layout_;
 }
 
 uint32_t StatsTable::Resolve(const StatsKey& key) {
   const uint32_t capacity = layout_->header->slot_capacity;
   const auto c = static_cast<uint8_t>(key.collective);
-  const uint64_t h = Hash(key.task, c, key.peer, key.path_id);
+  // Keyed by the peer's address: its ephemeral port differs per connection, and a long job opens
+  // thousands, which would fill the table and drop every later connection's numbers.
+  const std::string_view peer = StatsPeerAddress(key.peer);
+  const uint64_t h = Hash(key.task, c, peer, key.path_id);
   for (uint32_t probe = 0; probe < capacity; ++probe) {
     const uint32_t i = static_cast<uint32_t>((h + probe) % capacity);
     Slot& s = layout_->slots[i];
@@ -205,7 +233,7 @@ uint32_t StatsTable::Resolve(const StatsKey& key) {
     if (state == kEmpty) {
       if (s.state.compare_exchange_strong(state, kClaiming, std::memory_order_acq_rel)) {
         CopyName(s.task, key.task);
-        CopyName(s.peer, key.peer);
+        CopyName(s.peer, peer);
         s.collective = c;
         s.path_id = key.path_id;
         s.state.store(kReady, std::memory_order_release);
@@ -214,7 +242,7 @@ uint32_t StatsTable::Resolve(const StatsKey& key) {
       // Lost the race; `state` now holds the winner's state.
     }
     WaitReady(s.state);
-    if (s.collective == c && s.path_id == key.path_id && NameEquals(s.task, key.task) && NameEquals(s.peer, key.peer))
+    if (s.collective == c && s.path_id == key.path_id && NameEquals(s.task, key.task) && NameEquals(s.peer, peer))
       return i;
   }
   layout_->header->dropped.fetch_add(1, std::memory_order_relaxed);
@@ -276,123 +304,6 @@ void StatsTable::AddFailover(uint32_t task, uint64_t events, uint64_t bytes_rese
 void StatsTable::AddFailback(uint32_t task) {
   if (task >= layout_->header->task_capacity) return;
   layout_->tasks[task].failbacks.fetch_add(1, std::memory_order_relaxed);
-}
-
-// ---- reader side -----------------------------------------------------------
-
-bool StatsOwnerAlive(int64_t pid, uint64_t start_ticks) {
-  if (pid <= 0) return false;
-  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  // The pid runs; it is the owner only if it started when the owner did (pids are reused).
-  const uint64_t now_ticks = ReadStartTicks(pid);
-  return start_ticks == 0 || now_ticks == 0 || now_ticks == start_ticks;
-}
-
-std::optional<StatsSnapshot> ReadStatsFile(const std::string& path, std::string* error) {
-  auto fail = [&](const std::string& what) -> std::optional<StatsSnapshot> {
-    if (error) *error = path + ": " + what;
-    return std::nullopt;
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(Header)) {
-    ::close(fd);
-    return fail("too small to be a FlexiForce statistics file");
-  }
-  const auto size = static_cast<size_t>(st.st_size);
-  void* base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (base == MAP_FAILED) return fail(std::string("cannot map: ") + std::strerror(errno));
-  struct Unmap {
-    void* p;
-    size_t n;
-    ~Unmap() { ::munmap(p, n); }
-  } unmap{base, size};
-
-  const auto* h = static_cast<const Header*>(base);
-  if (std::memcmp(h->magic, kMagic, sizeof(kMagic)) != 0) return fail("not a FlexiForce statistics file");
-  if (h->ready.load(std::memory_order_acquire) != 1) return fail("still being created");
-  if (h->version != kVersion || h->header_size != sizeof(Header) || h->slot_size != sizeof(Slot) ||
-      h->task_size != sizeof(TaskEntry))
-    return fail("written by an incompatible FlexiForce version (format " + std::to_string(h->version) + ")");
-  if (FileSize(h->slot_capacity, h->task_capacity) != size) return fail("size does not match its header");
-
-  StatsSnapshot snap;
-  snap.path = path;
-  snap.pid = h->pid;
-  snap.alive = StatsOwnerAlive(h->pid, h->start_ticks);
-  snap.dropped = h->dropped.load(std::memory_order_relaxed);
-  const Slot* slots = Slots(base);
-  for (uint32_t i = 0; i < h->slot_capacity; ++i) {
-    const Slot& s = slots[i];
-    if (s.state.load(std::memory_order_acquire) != kReady) continue;
-    SlotSnapshot out;
-    out.task.assign(s.task, strnlen(s.task, kStatsNameCapacity));
-    out.peer.assign(s.peer, strnlen(s.peer, kStatsNameCapacity));
-    out.collective = static_cast<Collective>(s.collective);
-    out.path_id = s.path_id;
-    DirectionSnapshot* dirs[2] = {&out.send, &out.recv};
-    for (int d = 0; d < 2; ++d) {
-      dirs[d]->bytes = s.dir[d].bytes.load(std::memory_order_relaxed);
-      dirs[d]->messages = s.dir[d].messages.load(std::memory_order_relaxed);
-      dirs[d]->latency_sum_ns = s.dir[d].latency_sum_ns.load(std::memory_order_relaxed);
-      for (int b = 0; b < kLatencyBuckets; ++b)
-        dirs[d]->histogram[b] = s.dir[d].histogram[b].load(std::memory_order_relaxed);
-    }
-    snap.slots.push_back(std::move(out));
-  }
-  const TaskEntry* tasks = Tasks(base, h->slot_capacity);
-  for (uint32_t i = 0; i < h->task_capacity; ++i) {
-    const TaskEntry& t = tasks[i];
-    if (t.state.load(std::memory_order_acquire) != kReady) continue;
-    TaskSnapshot out;
-    out.task.assign(t.task, strnlen(t.task, kStatsNameCapacity));
-    const uint64_t sla = t.sla_ns.load(std::memory_order_relaxed);
-    if (sla != 0) out.sla_ns = sla;
-    out.level = static_cast<int>(t.level.load(std::memory_order_relaxed));
-    out.heat = std::bit_cast<double>(t.heat_bits.load(std::memory_order_relaxed));
-    out.sla_unattainable = t.sla_unattainable.load(std::memory_order_relaxed);
-    out.failover_events = t.failover_events.load(std::memory_order_relaxed);
-    out.failover_bytes_resent = t.failover_bytes_resent.load(std::memory_order_relaxed);
-    out.failover_paused_ns = t.failover_paused_ns.load(std::memory_order_relaxed);
-    out.failbacks = t.failbacks.load(std::memory_order_relaxed);
-    snap.tasks.push_back(std::move(out));
-  }
-  // Stable output order regardless of hash placement.
-  std::sort(snap.slots.begin(), snap.slots.end(), [](const SlotSnapshot& a, const SlotSnapshot& b) {
-    return std::tie(a.task, a.collective, a.peer, a.path_id) < std::tie(b.task, b.collective, b.peer, b.path_id);
-  });
-  return snap;
-}
-
-std::vector<std::pair<int64_t, std::string>> ListStatsFiles(const std::string& dir) {
-  std::vector<std::pair<int64_t, std::string>> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return out;
-  const std::string prefix = kStatsFilePrefix;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.compare(0, prefix.size(), prefix) != 0 || name.size() == prefix.size()) continue;
-    const std::string digits = name.substr(prefix.size());
-    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) continue;
-    out.emplace_back(std::stoll(digits), dir + "/" + name);
-  }
-  ::closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::vector<std::string> RemoveStaleStatsFiles(const std::string& dir) {
-  std::vector<std::string> removed;
-  for (const auto& [pid, path] : ListStatsFiles(dir)) {
-    std::string error;
-    auto snap = ReadStatsFile(path, &error);
-    // Unreadable files are left alone unless their pid is gone: they may be mid-creation.
-    const bool dead = snap ? !snap->alive : !StatsOwnerAlive(pid, 0);
-    if (dead && ::unlink(path.c_str()) == 0) removed.push_back(path);
-  }
-  return removed;
 }
 
 }  // namespace ff::sla

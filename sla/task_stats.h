@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "sla/collective_id.h"
 
 namespace ff::sla {
@@ -27,9 +28,14 @@ enum class Direction : uint8_t { kSend = 0, kRecv = 1 };
 struct StatsKey {
   std::string_view task;
   Collective collective = Collective::kUnknown;
-  std::string_view peer;  // e.g. "10.0.0.2:43117" or "rank3"; truncated to 63 bytes
+  std::string_view peer;  // e.g. "10.0.0.2:43117" or "rank3"; stored as StatsPeerAddress, truncated to 63 bytes
   uint32_t path_id = 0;
 };
+
+// The part of a peer description a slot is keyed by: the address without its port
+// ("10.0.0.2:43117" -> "10.0.0.2", "[fe80::1]:5000" -> "fe80::1", "a:1->10.0.0.2:7" -> "10.0.0.2");
+// anything else ("rank3") unchanged.
+std::string_view StatsPeerAddress(std::string_view peer);
 
 // Histogram bucket of a latency, as described above.
 int LatencyBucket(uint64_t latency_ns);
@@ -49,13 +55,18 @@ class StatsTable {
  public:
   static constexpr uint32_t kInvalid = 0xFFFFFFFFu;
 
-  // Creates (or replaces a stale) <dir>/flexiforce-stats-<pid>. nullptr with `error` set on failure.
+  // Creates <dir>/flexiforce-stats-<pid> (replacing a stale one; -<n> appended when a live process
+  // of another pid namespace has that name), its blocks reserved, mode 0600, locked while this
+  // object lives. nullptr with `error` set on failure (a full directory included).
   static std::unique_ptr<StatsTable> Open(const StatsTableOptions& options, std::string* error);
   ~StatsTable();
   StatsTable(const StatsTable&) = delete;
   StatsTable& operator=(const StatsTable&) = delete;
 
   const std::string& path() const { return path_; }
+  // Removes the file's name now if the options asked for removal on close; the mapping and the
+  // counters stay valid (for a process that exits while other threads still record).
+  void RemoveFile();
 
   // Finds or claims the slot of `key`; kInvalid when the table is full (counted as dropped).
   // Callers on hot paths resolve once per connection and collective and keep the handle.
@@ -80,7 +91,9 @@ class StatsTable {
   std::string path_;
   void* base_ = nullptr;
   size_t size_ = 0;
+  UniqueFd lock_;  // holds flock(LOCK_EX): the writer lives
   bool remove_on_close_ = true;
+  std::atomic<bool> removed_{false};
   Layout* layout_ = nullptr;
 };
 
@@ -116,25 +129,28 @@ struct TaskSnapshot {
 struct StatsSnapshot {
   std::string path;
   int64_t pid = 0;
-  bool alive = false;
+  bool alive = false;  // the writer holds the file's lock
   uint64_t dropped = 0;  // records lost because the slot table was full
   std::vector<SlotSnapshot> slots;
   std::vector<TaskSnapshot> tasks;
 };
 
-// Reads one statistics file. nullopt with `error` set when it is missing or not a stats file.
+// Reads one statistics file. nullopt with `error` set when it is missing, not a regular file
+// owned by us or root, or not a valid stats file. Names are returned as valid UTF-8.
 std::optional<StatsSnapshot> ReadStatsFile(const std::string& path, std::string* error);
 
 // Path of process `pid`'s file in `dir`.
 std::string StatsFilePath(const std::string& dir, int64_t pid);
 
-// Every stats file in `dir` (sorted by pid) as {pid, path}.
+// Every stats file in `dir` (sorted by pid) as {pid, path}: flexiforce-stats-<pid>[-<n>].
 std::vector<std::pair<int64_t, std::string>> ListStatsFiles(const std::string& dir);
 
-// True when `pid` runs and is the same process that created the file (start time matches).
+// True when `pid` runs in our pid namespace and is the same process that created the file (start
+// time matches). Only for files without a writer lock (format 1); see StatsSnapshot::alive.
 bool StatsOwnerAlive(int64_t pid, uint64_t start_ticks);
 
-// Removes files whose owner is dead; returns the paths removed.
-std::vector<std::string> RemoveStaleStatsFiles(const std::string& dir);
+// Removes files whose writer is gone (nobody holds the file's lock); returns the paths removed.
+// Files it will not touch (not regular, a symlink, another user's) are named in `skipped`.
+std::vector<std::string> RemoveStaleStatsFiles(const std::string& dir, std::vector<std::string>* skipped = nullptr);
 
 }  // namespace ff::sla

@@ -1,0 +1,219 @@
+// The statistics reader and --gc facing files they must not trust: FIFOs, symlinks, other users'
+// files, corrupt headers and names, and live writers whose pid we cannot see.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "sla/stats_file_format.h"
+#include "sla/stats_render.h"
+#include "sla/task_stats.h"
+
+namespace ff {
+int RunStatsCommand(int argc, char** argv);
+}
+
+namespace ff::sla {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fmt = stats_format;
+
+// Runs `body` in a child with a deadline: a reader that blocks fails the test instead of hanging it.
+::testing::AssertionResult FinishesWithin(int seconds, const std::function<int()>& body) {
+  const pid_t child = ::fork();
+  if (child < 0) return ::testing::AssertionFailure() << "fork failed";
+  if (child == 0) {
+    ::alarm(static_cast<unsigned>(seconds));
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (WIFSIGNALED(status))
+    return ::testing::AssertionFailure() << (WTERMSIG(status) == SIGALRM ? "hung (killed after the deadline)"
+                                                                          : "killed by a signal");
+  if (WEXITSTATUS(status) != 0) return ::testing::AssertionFailure() << "exit status " << WEXITSTATUS(status);
+  return ::testing::AssertionSuccess();
+}
+
+int RunCli(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return RunStatsCommand(static_cast<int>(argv.size()), argv.data());
+}
+
+class StatsFileReaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ff-stats-reader-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    options_.dir = dir_;
+    options_.slots = 8;
+    options_.tasks = 2;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Maps a live table's file writable to corrupt it the way a stray writer could.
+  template <typename Fn>
+  void Corrupt(const std::string& path, Fn&& fn) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    const auto size = static_cast<size_t>(std::filesystem::file_size(path));
+    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    ASSERT_NE(base, MAP_FAILED);
+    fn(static_cast<char*>(base));
+    ::munmap(base, size);
+  }
+
+  std::string dir_;
+  StatsTableOptions options_;
+};
+
+TEST_F(StatsFileReaderTest, FifoNamedLikeAStatsFileDoesNotHangStatsOrGc) {
+  const std::string fifo = dir_ + "/flexiforce-stats-4242";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(FinishesWithin(5, [&] {
+    std::string error;
+    if (ReadStatsFile(fifo, &error)) return 1;
+    return error.find("not a regular file") != std::string::npos ? 0 : 2;
+  }));
+  EXPECT_TRUE(FinishesWithin(5, [&] { return RunCli({"stats", "--dir", dir_, "--json"}); }));
+  EXPECT_TRUE(FinishesWithin(5, [&] { return RunCli({"stats", "--dir", dir_, "--gc"}); }));
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::symlink_status(fifo)));  // skipped, not removed
+}
+
+TEST_F(StatsFileReaderTest, SymlinkNamedLikeAStatsFileIsNotFollowed) {
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  const std::string link = dir_ + "/flexiforce-stats-4243";
+  ASSERT_EQ(::symlink(table->path().c_str(), link.c_str()), 0);
+  EXPECT_FALSE(ReadStatsFile(link, &error));
+  EXPECT_THAT(error, HasSubstr("symbolic link"));
+}
+
+TEST_F(StatsFileReaderTest, AnotherUsersFileIsSkipped) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a file to another user";
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  ASSERT_EQ(::chown(table->path().c_str(), 65534, 65534), 0);
+  EXPECT_FALSE(ReadStatsFile(table->path(), &error));
+  EXPECT_THAT(error, HasSubstr("owned by uid 65534"));
+}
+
+TEST_F(StatsFileReaderTest, HeaderPidAndSlotCountAreValidated) {
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  Corrupt(table->path(), [](char* b) { reinterpret_cast<fmt::Header*>(b)->pid = -7; });
+  EXPECT_FALSE(ReadStatsFile(table->path(), &error));
+  EXPECT_THAT(error, HasSubstr("pid -7"));
+  Corrupt(table->path(), [](char* b) {
+    auto* h = reinterpret_cast<fmt::Header*>(b);
+    h->pid = getpid();
+    h->slot_capacity = 0xFFFFFFF0u;  // would walk 3.5 TB past the mapping if trusted
+  });
+  EXPECT_FALSE(ReadStatsFile(table->path(), &error));
+  EXPECT_THAT(error, HasSubstr("slots"));
+}
+
+TEST_F(StatsFileReaderTest, NamesWithoutTerminatorAreRejected) {
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  const uint32_t slot = table->Resolve({"job", Collective::kAllReduce, "10.0.0.2", 0});
+  ASSERT_NE(slot, StatsTable::kInvalid);
+  Corrupt(table->path(), [slot](char* b) {
+    auto* s = reinterpret_cast<fmt::Slot*>(b + sizeof(fmt::Header)) + slot;
+    std::memset(s->peer, 'A', sizeof(s->peer));
+  });
+  EXPECT_FALSE(ReadStatsFile(table->path(), &error));
+  EXPECT_THAT(error, HasSubstr("not NUL-terminated"));
+}
+
+TEST_F(StatsFileReaderTest, InvalidUtf8NamesAreReplacedSoJsonNeverThrows) {
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  table->Record({"job\xff\xfe", Collective::kAllReduce, "peer\xc3", 0}, 1, 1, Direction::kSend);
+  table->ResolveTask("task\x80\x1b[31m");
+  auto snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  ASSERT_EQ(snap->slots.size(), 1u);
+  EXPECT_EQ(snap->slots[0].task, "job\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(snap->slots[0].peer, "peer\xEF\xBF\xBD");
+  ASSERT_EQ(snap->tasks.size(), 1u);
+  EXPECT_EQ(snap->tasks[0].task, "task\xEF\xBF\xBD?[31m");
+  std::string json;
+  EXPECT_NO_THROW(json = RenderStatsJson({*snap}));
+  EXPECT_THAT(json, HasSubstr("job"));
+}
+
+// Containers sharing /dev/shm see each other's files but not each other's pids. A live writer
+// whose pid is not ours to see (here: its header says a pid nobody has) must survive --gc.
+TEST_F(StatsFileReaderTest, GcKeepsALiveWriterWhosePidIsNotVisible) {
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  Corrupt(table->path(), [](char* b) { reinterpret_cast<fmt::Header*>(b)->pid = fmt::kMaxPid; });
+  auto snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  EXPECT_TRUE(snap->alive);
+  EXPECT_TRUE(RemoveStaleStatsFiles(dir_).empty());
+  EXPECT_TRUE(std::filesystem::exists(table->path()));
+}
+
+// The same in a real pid namespace: the writer is pid 1 there, and its file flexiforce-stats-1.
+TEST_F(StatsFileReaderTest, GcKeepsALiveWriterInAnotherPidNamespace) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a pid namespace";
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t outer = ::fork();
+  ASSERT_GE(outer, 0);
+  if (outer == 0) {
+    if (::unshare(CLONE_NEWPID) != 0) ::_exit(3);
+    const pid_t inner = ::fork();  // pid 1 of the new namespace
+    if (inner == 0) {
+      std::string e;
+      auto t = StatsTable::Open(options_, &e);
+      char c = t ? 'y' : 'n';
+      if (::write(ready[1], &c, 1) != 1 || ::read(done[0], &c, 1) != 1) ::_exit(4);
+      ::_exit(0);
+    }
+    int st = 0;
+    ::waitpid(inner, &st, 0);
+    ::_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 5);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  const auto files = ListStatsFiles(dir_);
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_TRUE(RemoveStaleStatsFiles(dir_).empty()) << "removed a live writer's file";
+  EXPECT_TRUE(std::filesystem::exists(files[0].second));
+  ASSERT_EQ(::write(done[1], "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(outer, &status, 0), outer);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // Its writer is gone now (exited without closing its table, as a crash does): --gc removes it.
+  EXPECT_EQ(RemoveStaleStatsFiles(dir_).size(), 1u);
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
+}
+
+}  // namespace
+}  // namespace ff::sla
