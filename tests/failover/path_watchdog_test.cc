@@ -257,9 +257,10 @@ TEST(PathWatchdogSoft, OnePercentLossOnOnePathDegradesItWithin500ms) {
   PathWatchdog w(100 * kMs, false);
   SoftPath a, b;
   PathFaultReport rep;
-  // ~7,000 segments per window each; path 0 loses one 45-segment packet in most windows (~1%).
+  // ~7,000 segments per window each; path 0 loses two 45-segment packets in most windows (~1.2%);
+  // one window in 14 escapes (on the emulator ~7% of windows do at 1% loss).
   const int at = RunSoft(w, a, b, 40, [&](int i) {
-    a.Window(7000, i % 4 == 0 ? 0 : 90);
+    a.Window(7000, i % 14 == 3 ? 0 : 90);
     b.Window(7000, 0);
   }, &rep);
   ASSERT_GT(at, 0);
