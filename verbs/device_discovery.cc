@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cmath>
 
 #include "pcie/net_device_path.h"
@@ -40,7 +39,8 @@ bool CompletePort(const DiscoveryOptions& o, const std::string& device, int port
   if (auto rate = ReadSysfsLine(dir + "/rate")) {
     const int mbps = ParseRateMbps(*rate);
     if (mbps < 0) {
-      d->warnings.push_back(dir + "/rate: '" + *rate + "' is not a rate (expected e.g. '100 Gb/sec (4X EDR)')");
+      d->warnings.push_back(dir + "/rate: '" + *rate +
+                            "' is not a rate (expected e.g. '100 Gb/sec (4X EDR)')");
     }
     p.speed_mbps = std::max(mbps, 0);
   }
@@ -107,8 +107,8 @@ bool ParseNodeGuid(std::string_view text, uint64_t* guid) {
       continue;
     }
     if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
-    v = (v << 4) | static_cast<uint64_t>(std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-                                                                                    : std::tolower(c) - 'a' + 10);
+    v = (v << 4) | static_cast<uint64_t>(
+                       std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : std::tolower(c) - 'a' + 10);
   }
   *guid = v;
   return true;
@@ -165,9 +165,9 @@ Discovery DiscoverWithVerbs(const IbverbsLoader& ib, const DiscoveryOptions& o) 
       if (!o.filter.Matches(name, port)) continue;
       ibv_port_attr pa{};
       if (int rc = ib.QueryPort(ctx.get(), static_cast<uint8_t>(port), &pa); rc != 0) {
-        d.warnings.push_back(ErrnoMessage("ibv_query_port(" + name + ", " + std::to_string(port) + ")",
-                                          rc > 0 ? rc : errno) +
-                             "; port not used");
+        d.warnings.push_back(
+            ErrnoMessage("ibv_query_port(" + name + ", " + std::to_string(port) + ")", rc > 0 ? rc : errno) +
+            "; port not used");
         continue;
       }
       if (pa.state != IBV_PORT_ACTIVE) continue;

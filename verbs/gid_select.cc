@@ -66,7 +66,8 @@ Status ParseAddrFamily(std::string_view text, int* family) {
   } else if (t == "AF_INET6") {
     *family = AF_INET6;
   } else {
-    return InvalidArgument("NCCL_IB_ADDR_FAMILY='" + std::string(text) + "': accepted values are AF_INET or AF_INET6");
+    return InvalidArgument("NCCL_IB_ADDR_FAMILY='" + std::string(text) +
+                           "': accepted values are AF_INET or AF_INET6");
   }
   return Status::Ok();
 }
@@ -100,7 +101,8 @@ std::vector<GidEntry> ReadGidTable(const std::string& root, const std::string& d
     e.text = *text;
     if (inet_pton(AF_INET6, text->c_str(), e.raw.data()) != 1) {
       if (warnings) {
-        warnings->push_back(path + ": '" + *text + "' is not a GID (expected 8 groups of 4 hex digits, e.g. "
+        warnings->push_back(path + ": '" + *text +
+                            "' is not a GID (expected 8 groups of 4 hex digits, e.g. "
                             "fe80:0000:0000:0000:0202:c9ff:fe00:0001); entry skipped");
       }
       continue;
@@ -121,7 +123,8 @@ std::vector<GidEntry> ReadGidTable(const std::string& root, const std::string& d
 Status SelectGid(const std::vector<GidEntry>& table, bool infiniband, const GidPolicy& policy,
                  const std::string& where, GidEntry* out) {
   if (policy.gid_index >= 0) {
-    auto it = std::find_if(table.begin(), table.end(), [&](const GidEntry& e) { return e.index == policy.gid_index; });
+    auto it = std::find_if(table.begin(), table.end(),
+                           [&](const GidEntry& e) { return e.index == policy.gid_index; });
     if (it == table.end()) {
       return InvalidArgument(where + ": NCCL_IB_GID_INDEX=" + std::to_string(policy.gid_index) +
                              " does not exist (the table has " + std::to_string(table.size()) +
@@ -137,7 +140,8 @@ Status SelectGid(const std::vector<GidEntry>& table, bool infiniband, const GidP
   if (infiniband) {
     // The port GID: subnet prefix (fe80:: by default) and port GUID. Link-local is normal here.
     auto it = std::find_if(table.begin(), table.end(), [](const GidEntry& e) { return e.index == 0; });
-    if (it == table.end() || IsZeroGid(it->raw)) return InvalidArgument(where + ": InfiniBand port has no GID 0");
+    if (it == table.end() || IsZeroGid(it->raw))
+      return InvalidArgument(where + ": InfiniBand port has no GID 0");
     *out = *it;
     return Status::Ok();
   }

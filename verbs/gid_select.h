@@ -29,7 +29,7 @@ struct GidPolicy {
 };
 
 bool IsZeroGid(const std::array<uint8_t, 16>& g);
-bool IsLinkLocalGid(const std::array<uint8_t, 16>& g);  // fe80::/10
+bool IsLinkLocalGid(const std::array<uint8_t, 16>& g);   // fe80::/10
 bool IsIpv4MappedGid(const std::array<uint8_t, 16>& g);  // ::ffff:a.b.c.d
 const char* GidTypeName(GidType t);
 

@@ -23,8 +23,8 @@ bool ValidDeviceName(std::string_view s) {
 }
 
 Status Bad(std::string_view spec, const std::string& problem) {
-  return InvalidArgument("NCCL_IB_HCA='" + std::string(spec) + "': " + problem + "; accepted form: " +
-                         HcaFilter::kAcceptedForm);
+  return InvalidArgument("NCCL_IB_HCA='" + std::string(spec) + "': " + problem +
+                         "; accepted form: " + HcaFilter::kAcceptedForm);
 }
 
 }  // namespace
@@ -47,7 +47,8 @@ Status HcaFilter::Parse(std::string_view spec, HcaFilter* out) {
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     if (item.empty()) continue;  // "a,,b" and a trailing comma are harmless, as in NCCL
     if (item.front() == '^' || item.front() == '=') {
-      return Bad(spec, "'" + std::string(item) + "': '^' and '=' apply to the whole list and go once at its start");
+      return Bad(spec,
+                 "'" + std::string(item) + "': '^' and '=' apply to the whole list and go once at its start");
     }
     Entry e;
     const size_t colon = item.find(':');
@@ -67,7 +68,8 @@ Status HcaFilter::Parse(std::string_view spec, HcaFilter* out) {
     }
     f.entries_.push_back(std::move(e));
   }
-  if ((f.exclude_ || f.exact_) && f.entries_.empty()) return Bad(spec, "no device after the leading '^' or '='");
+  if ((f.exclude_ || f.exact_) && f.entries_.empty())
+    return Bad(spec, "no device after the leading '^' or '='");
   *out = std::move(f);
   return Status::Ok();
 }

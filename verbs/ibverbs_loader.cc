@@ -28,7 +28,8 @@ const IbverbsLoader& IbverbsLoader::Get() {
   static const IbverbsLoader* loader = [] {
     auto* l = new IbverbsLoader(kDefaultLibrary);  // intentionally never freed (see header)
     if (!l->available()) {
-      FF_INFO(NCCL_INIT | NCCL_NET, "RDMA verbs unavailable (%s): 0 verbs devices, TCP only", l->error().c_str());
+      FF_INFO(NCCL_INIT | NCCL_NET, "RDMA verbs unavailable (%s): 0 verbs devices, TCP only",
+              l->error().c_str());
     }
     return l;
   }();

@@ -21,19 +21,19 @@ std::string Range(uintptr_t start, uintptr_t end) {
 }  // namespace
 
 MrRegistrar VerbsRegistrar(const IbverbsLoader& ib, ibv_pd* pd, int access) {
-  return MrRegistrar{
-      [&ib, pd, access](uintptr_t start, size_t length, MrHandle* out) {
-        MrOwner mr;
-        Status s = RegMr(ib, pd, reinterpret_cast<void*>(start), length, access, &mr);
-        if (!s.ok()) return s;
-        out->lkey = mr->lkey;
-        out->rkey = mr->rkey;
-        out->opaque = mr.release();  // owned by the cache entry from here on
-        return Status::Ok();
-      },
-      [&ib](const MrHandle& h) {
-        MrOwner owner(static_cast<ibv_mr*>(h.opaque), {&ib.api()});  // released (dereg) at scope end
-      }};
+  return MrRegistrar{[&ib, pd, access](uintptr_t start, size_t length, MrHandle* out) {
+                       MrOwner mr;
+                       Status s = RegMr(ib, pd, reinterpret_cast<void*>(start), length, access, &mr);
+                       if (!s.ok()) return s;
+                       out->lkey = mr->lkey;
+                       out->rkey = mr->rkey;
+                       out->opaque = mr.release();  // owned by the cache entry from here on
+                       return Status::Ok();
+                     },
+                     [&ib](const MrHandle& h) {
+                       MrOwner owner(static_cast<ibv_mr*>(h.opaque),
+                                     {&ib.api()});  // released (dereg) at scope end
+                     }};
 }
 
 MrCache::MrCache(MrRegistrar registrar, size_t page_size)
@@ -80,7 +80,8 @@ Status MrCache::Release(const MrRef& ref) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.id == ref.id; });
   if (it == entries_.end()) {
-    return InvalidUsage("memory region " + std::to_string(ref.id) + " " + Range(ref.start, ref.start + ref.length) +
+    return InvalidUsage("memory region " + std::to_string(ref.id) + " " +
+                        Range(ref.start, ref.start + ref.length) +
                         " released but not held (released twice, or never acquired)");
   }
   if (--it->refs > 0) return Status::Ok();

@@ -33,7 +33,8 @@ Status ValidateRcQpParams(const RcQpParams& p) {
   if (p.retry_cnt > 7) return OutOfRange("retry_cnt", p.retry_cnt, "0..7");
   if (p.rnr_retry > 7) return OutOfRange("rnr_retry", p.rnr_retry, "0..7 (7 = infinite)");
   if (p.min_rnr_timer > 31) return OutOfRange("min_rnr_timer", p.min_rnr_timer, "0..31");
-  if (!ValidMtu(p.port_active_mtu)) return OutOfRange("port_active_mtu", p.port_active_mtu, "IBV_MTU_256..IBV_MTU_4096");
+  if (!ValidMtu(p.port_active_mtu))
+    return OutOfRange("port_active_mtu", p.port_active_mtu, "IBV_MTU_256..IBV_MTU_4096");
   if (!ValidMtu(p.mtu_cap)) return OutOfRange("mtu_cap", p.mtu_cap, "IBV_MTU_256..IBV_MTU_4096");
   return Status::Ok();
 }

@@ -41,10 +41,10 @@ struct RcQpParams {
   // fences the QP itself; NCCL's defaults (timeout 20, 7 retries: ~30 s) would hold a dead path's
   // work requests for half a minute. 67 ms stays far above any fabric round trip, so congestion
   // alone does not make the HCA retransmit.
-  uint8_t timeout = 14;      // 5 bits
-  uint8_t retry_cnt = 3;     // 3 bits
-  uint8_t rnr_retry = 7;     // 7 = retry forever: receives are pre-posted, RNR means "slow", not dead
-  uint8_t min_rnr_timer = 12;  // 0.64 ms between RNR retries
+  uint8_t timeout = 14;            // 5 bits
+  uint8_t retry_cnt = 3;           // 3 bits
+  uint8_t rnr_retry = 7;           // 7 = retry forever: receives are pre-posted, RNR means "slow", not dead
+  uint8_t min_rnr_timer = 12;      // 0.64 ms between RNR retries
   uint8_t max_rd_atomic = 1;       // outstanding RDMA reads we issue (flush reads only)
   uint8_t max_dest_rd_atomic = 1;  // RDMA reads the peer may have outstanding at us
 };

@@ -39,7 +39,8 @@ std::vector<int> NumericEntries(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
-    if (n.empty() || n.size() > 6 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (n.empty() || n.size() > 6 ||
+        !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       continue;
     }
     out.push_back(std::stoi(n));

@@ -2,11 +2,10 @@
  * table the test sets, a call log, and one-shot failure injection. No kernel, no device. */
 #include <endian.h>
 #include <errno.h>
+#include <infiniband/verbs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <infiniband/verbs.h>
 
 /* verbs.h turns these into inline wrappers; the fake defines the exported symbols themselves. */
 #undef ibv_query_port
@@ -50,7 +49,7 @@ void fake_ibv_set_devices(const char* spec) {
   g_num_devices = 0;
   char buf[512];
   snprintf(buf, sizeof(buf), "%s", spec);
-  for (char* save = NULL, *tok = strtok_r(buf, ",", &save); tok && g_num_devices < FAKE_MAX_DEVICES;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && g_num_devices < FAKE_MAX_DEVICES;
        tok = strtok_r(NULL, ",", &save)) {
     struct fake_device* d = &g_devices[g_num_devices++];
     char* eq = strchr(tok, '=');
@@ -245,5 +244,7 @@ int ibv_get_async_event(struct ibv_context* c, struct ibv_async_event* e) {
   return -1;
 }
 void ibv_ack_async_event(struct ibv_async_event* e) { (void)e; }
-const char* ibv_event_type_str(enum ibv_event_type e) { return e == IBV_EVENT_PORT_ERR ? "port error" : "event"; }
+const char* ibv_event_type_str(enum ibv_event_type e) {
+  return e == IBV_EVENT_PORT_ERR ? "port error" : "event";
+}
 const char* ibv_wc_status_str(enum ibv_wc_status s) { return s == IBV_WC_SUCCESS ? "success" : "error"; }

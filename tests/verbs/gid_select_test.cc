@@ -79,7 +79,7 @@ TEST_F(GidSelect, InfinibandUsesThePortGidEvenThoughItIsLinkLocal) {
 }
 
 TEST_F(GidSelect, OverrideIsHonouredWhenItExistsAndIsSet) {
-  EXPECT_EQ(Choose("mlx5_0", false, {0, 2}), 2);        // a v1 entry: the user's choice wins
+  EXPECT_EQ(Choose("mlx5_0", false, {0, 2}), 2);         // a v1 entry: the user's choice wins
   EXPECT_EQ(Choose("mlx5_0", false, {AF_INET6, 3}), 3);  // and over the family too
 }
 
@@ -158,7 +158,8 @@ TEST(GidSelectKnobs, AddrFamilyAndGidIndexParseOrNameTheAcceptedForm) {
   EXPECT_EQ(idx, -1);
   for (const char* bad : {"x", "3a", "-2", "70000"}) {
     s = ParseGidIndex(bad, &idx);
-    EXPECT_NE(s.message().find(std::string("NCCL_IB_GID_INDEX='") + bad + "': accepted values"), std::string::npos)
+    EXPECT_NE(s.message().find(std::string("NCCL_IB_GID_INDEX='") + bad + "': accepted values"),
+              std::string::npos)
         << s.message();
   }
 }

@@ -94,21 +94,20 @@ TEST(HcaFilter, MalformedInputIsAClearErrorAndLeavesTheFilterUntouched) {
     const char* spec;
     const char* problem;
   };
-  for (const Case& c : {Case{"mlx5_0:x", "port must be a number from 1 to 255"},
-                        Case{"mlx5_0:0", "port must be a number from 1 to 255"},
-                        Case{"mlx5_0:", "port must be a number from 1 to 255"},
-                        Case{"mlx5_0:1:2", "port must be a number"},
-                        Case{":1", "device name must be"},
-                        Case{"mlx5 0", "device name must be"},
-                        Case{"mlx5_0,^mlx5_1", "'^' and '=' apply to the whole list"},
-                        Case{"=mlx5_0,=mlx5_1", "'^' and '=' apply to the whole list"},
-                        Case{"^", "no device after the leading"},
-                        Case{"^=,", "no device after the leading"}}) {
+  for (const Case& c :
+       {Case{"mlx5_0:x", "port must be a number from 1 to 255"},
+        Case{"mlx5_0:0", "port must be a number from 1 to 255"},
+        Case{"mlx5_0:", "port must be a number from 1 to 255"}, Case{"mlx5_0:1:2", "port must be a number"},
+        Case{":1", "device name must be"}, Case{"mlx5 0", "device name must be"},
+        Case{"mlx5_0,^mlx5_1", "'^' and '=' apply to the whole list"},
+        Case{"=mlx5_0,=mlx5_1", "'^' and '=' apply to the whole list"},
+        Case{"^", "no device after the leading"}, Case{"^=,", "no device after the leading"}}) {
     HcaFilter f = Parsed("rxe");
     Status s = HcaFilter::Parse(c.spec, &f);
     ASSERT_FALSE(s.ok()) << c.spec;
     EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(s.message().find(std::string("NCCL_IB_HCA='") + c.spec + "'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(std::string("NCCL_IB_HCA='") + c.spec + "'"), std::string::npos)
+        << s.message();
     EXPECT_NE(s.message().find(c.problem), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("accepted form: [^][=]DEVICE[:PORT]"), std::string::npos) << s.message();
     ASSERT_EQ(f.entries().size(), 1u) << c.spec;  // untouched

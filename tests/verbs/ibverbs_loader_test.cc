@@ -41,13 +41,14 @@ TEST(IbverbsLoader, CompleteLibraryResolvesEveryRequiredCall) {
   ASSERT_TRUE(l.available()) << l.error();
   EXPECT_TRUE(l.error().empty());
   const IbvApi& a = l.api();
-  for (const void* p : {(const void*)a.get_device_list, (const void*)a.free_device_list,
-                        (const void*)a.get_device_name, (const void*)a.open_device, (const void*)a.close_device,
-                        (const void*)a.query_device, (const void*)a.query_port_compat, (const void*)a.query_gid,
-                        (const void*)a.alloc_pd, (const void*)a.dealloc_pd, (const void*)a.reg_mr,
-                        (const void*)a.dereg_mr, (const void*)a.create_comp_channel, (const void*)a.create_cq,
-                        (const void*)a.destroy_cq, (const void*)a.create_qp, (const void*)a.modify_qp,
-                        (const void*)a.destroy_qp, (const void*)a.get_async_event, (const void*)a.ack_async_event}) {
+  for (const void* p :
+       {(const void*)a.get_device_list,     (const void*)a.free_device_list, (const void*)a.get_device_name,
+        (const void*)a.open_device,         (const void*)a.close_device,     (const void*)a.query_device,
+        (const void*)a.query_port_compat,   (const void*)a.query_gid,        (const void*)a.alloc_pd,
+        (const void*)a.dealloc_pd,          (const void*)a.reg_mr,           (const void*)a.dereg_mr,
+        (const void*)a.create_comp_channel, (const void*)a.create_cq,        (const void*)a.destroy_cq,
+        (const void*)a.create_qp,           (const void*)a.modify_qp,        (const void*)a.destroy_qp,
+        (const void*)a.get_async_event,     (const void*)a.ack_async_event}) {
     EXPECT_NE(p, nullptr);
   }
   // The fake predates dmabuf: optional calls stay null and do not make the library unavailable.

@@ -26,23 +26,22 @@ struct FakeDevice {
   uint32_t next_key = 1;
 
   MrRegistrar Registrar() {
-    return MrRegistrar{
-        [this](uintptr_t start, size_t length, MrHandle* out) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (fail) return SystemError("ibv_reg_mr: Cannot allocate memory (errno 12)");
-          registered.emplace_back(start, length);
-          live[start] += 1;
-          out->opaque = reinterpret_cast<void*>(start);
-          out->lkey = next_key;
-          out->rkey = next_key++ | 0x8000;
-          return Status::Ok();
-        },
-        [this](const MrHandle& h) {
-          std::lock_guard<std::mutex> lock(mu);
-          const uintptr_t start = reinterpret_cast<uintptr_t>(h.opaque);
-          if (--live[start] == 0) live.erase(start);
-          ++deregistered;
-        }};
+    return MrRegistrar{[this](uintptr_t start, size_t length, MrHandle* out) {
+                         std::lock_guard<std::mutex> lock(mu);
+                         if (fail) return SystemError("ibv_reg_mr: Cannot allocate memory (errno 12)");
+                         registered.emplace_back(start, length);
+                         live[start] += 1;
+                         out->opaque = reinterpret_cast<void*>(start);
+                         out->lkey = next_key;
+                         out->rkey = next_key++ | 0x8000;
+                         return Status::Ok();
+                       },
+                       [this](const MrHandle& h) {
+                         std::lock_guard<std::mutex> lock(mu);
+                         const uintptr_t start = reinterpret_cast<uintptr_t>(h.opaque);
+                         if (--live[start] == 0) live.erase(start);
+                         ++deregistered;
+                       }};
   }
 };
 
