@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ make libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
           iproute2 nftables python3 python3-networkx procps
-          systemtap-sdt-dev clang llvm bpftool libbpf-dev pkg-config)
+          systemtap-sdt-dev clang llvm bpftool libbpf-dev pkg-config libibverbs-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

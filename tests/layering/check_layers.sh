@@ -3,6 +3,8 @@
 #   base/ and nccl/ depend on nothing of ours but each other;
 #   core/ (the communicator) never reaches a transport (tcp/, verbs/), the wiring (plugin/) or CLI code;
 #   tcp/, sla/, pathctl/, pcie/, health/ never reach plugin/, cli/ or tests/;
+#   verbs/ (the RDMA backend) reaches only base/, core/, health/, pcie/, pathctl/ and nccl/: never the
+#   wiring, the CLI, tests, the other transport (tcp/) or the probe tool (bpf/);
 #   no product file (anything outside tests/) includes tests/.
 # Usage: check_layers.sh SOURCE_DIR [CXX]
 set -euo pipefail
@@ -32,6 +34,7 @@ check core '^(tcp|verbs|plugin|cli|bpf|tests)/' "the communicator core must stay
 for d in tcp sla pathctl pcie health; do
   check "$d" '^(plugin|cli|tests)/' "components below the wiring never include it, CLI code or tests"
 done
+check verbs '^(plugin|cli|tests|tcp|bpf|sla)/' "the verbs backend sits below the wiring, beside tcp/, and reaches core only through the Path seam"
 product=$(grep -rlE '#include "tests/' --include=*.cc --include=*.h --include=*.c . | grep -v '^\./tests/' | grep -v '^\./build' || true)
 if [ -n "$product" ]; then
   echo "FAIL: product files include tests/: $product"

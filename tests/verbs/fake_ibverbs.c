@@ -1,0 +1,250 @@
+/* A stand-in libibverbs for unit tests: the exported calls the loader resolves, backed by a device
+ * table the test sets, a call log, and one-shot failure injection. No kernel, no device. */
+#include <endian.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* verbs.h turns these into inline wrappers; the fake defines the exported symbols themselves. */
+#undef ibv_query_port
+#undef ibv_reg_mr
+
+#define FAKE_MAX_DEVICES 8
+#define FAKE_MAX_PORTS 4
+
+struct fake_device {
+  struct ibv_device dev;
+  int num_ports;
+  char ports[FAKE_MAX_PORTS]; /* 'A' active Ethernet, 'D' down Ethernet, 'I' active InfiniBand */
+};
+
+static struct fake_device g_devices[FAKE_MAX_DEVICES];
+static int g_num_devices;
+static char g_log[8192];
+static char g_fail_call[64];
+static int g_fail_errno;
+
+static void log_call(const char* call, const char* object) {
+  size_t used = strlen(g_log);
+  snprintf(g_log + used, sizeof(g_log) - used, "%s %s\n", call, object);
+}
+
+/* Returns nonzero (and sets errno) when the test asked this call to fail once. */
+static int should_fail(const char* call) {
+  if (g_fail_call[0] == '\0' || strcmp(g_fail_call, call) != 0) return 0;
+  g_fail_call[0] = '\0';
+  errno = g_fail_errno;
+  return 1;
+}
+
+static const char* ctx_name(struct ibv_context* c) { return c && c->device ? c->device->name : "?"; }
+
+/* --- test controls --------------------------------------------------------------------------- */
+
+/* "mlx5_0=AD,rxe0=A": device names and their ports' kinds (see struct fake_device). */
+void fake_ibv_set_devices(const char* spec) {
+  memset(g_devices, 0, sizeof(g_devices));
+  g_num_devices = 0;
+  char buf[512];
+  snprintf(buf, sizeof(buf), "%s", spec);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && g_num_devices < FAKE_MAX_DEVICES;
+       tok = strtok_r(NULL, ",", &save)) {
+    struct fake_device* d = &g_devices[g_num_devices++];
+    char* eq = strchr(tok, '=');
+    const char* ports = eq ? eq + 1 : "A";
+    if (eq) *eq = '\0';
+    snprintf(d->dev.name, sizeof(d->dev.name), "%s", tok);
+    d->dev.node_type = IBV_NODE_CA;
+    d->dev.transport_type = IBV_TRANSPORT_IB;
+    d->num_ports = (int)strlen(ports) < FAKE_MAX_PORTS ? (int)strlen(ports) : FAKE_MAX_PORTS;
+    memcpy(d->ports, ports, (size_t)d->num_ports);
+  }
+}
+const char* fake_ibv_log(void) { return g_log; }
+void fake_ibv_reset(void) {
+  g_log[0] = '\0';
+  g_fail_call[0] = '\0';
+}
+void fake_ibv_fail_next(const char* call, int err) {
+  snprintf(g_fail_call, sizeof(g_fail_call), "%s", call);
+  g_fail_errno = err;
+}
+
+/* --- the exported verbs calls ---------------------------------------------------------------- */
+
+struct ibv_device** ibv_get_device_list(int* num) {
+  if (should_fail("ibv_get_device_list")) return NULL;
+  struct ibv_device** list = calloc((size_t)g_num_devices + 1, sizeof(*list));
+  for (int i = 0; i < g_num_devices; i++) list[i] = &g_devices[i].dev;
+  if (num) *num = g_num_devices;
+  log_call("get_device_list", "");
+  return list;
+}
+void ibv_free_device_list(struct ibv_device** list) {
+  log_call("free_device_list", "");
+  free(list);
+}
+const char* ibv_get_device_name(struct ibv_device* d) { return d->name; }
+__be64 ibv_get_device_guid(struct ibv_device* d) {
+  return htobe64(0x0002c90300a0b000ULL + (uint64_t)((struct fake_device*)d - g_devices));
+}
+struct ibv_context* ibv_open_device(struct ibv_device* d) {
+  if (should_fail("ibv_open_device")) return NULL;
+  /* abi_compat stays NULL: not an extended context, so queries take the compat symbols. */
+  struct ibv_context* c = calloc(1, sizeof(*c));
+  c->device = d;
+  log_call("open_device", d->name);
+  return c;
+}
+int ibv_close_device(struct ibv_context* c) {
+  log_call("close_device", ctx_name(c));
+  free(c);
+  return 0;
+}
+int ibv_query_device(struct ibv_context* c, struct ibv_device_attr* a) {
+  memset(a, 0, sizeof(*a));
+  a->phys_port_cnt = (uint8_t)((struct fake_device*)c->device)->num_ports;
+  a->max_qp_wr = 32768;
+  a->max_cqe = 4194303;
+  return 0;
+}
+int ibv_query_port(struct ibv_context* c, uint8_t port, struct _compat_ibv_port_attr* compat) {
+  struct fake_device* d = (struct fake_device*)c->device;
+  if (port < 1 || port > d->num_ports) return EINVAL;
+  struct ibv_port_attr* a = (struct ibv_port_attr*)compat; /* the caller passes the full struct */
+  const char kind = d->ports[port - 1];
+  a->state = kind == 'D' ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
+  a->max_mtu = IBV_MTU_4096;
+  a->active_mtu = kind == 'I' ? IBV_MTU_4096 : IBV_MTU_1024;
+  a->gid_tbl_len = 16;
+  a->lid = kind == 'I' ? (uint16_t)(port + 10) : 0;
+  a->link_layer = kind == 'I' ? IBV_LINK_LAYER_INFINIBAND : IBV_LINK_LAYER_ETHERNET;
+  log_call("query_port", d->dev.name);
+  return 0;
+}
+int ibv_query_gid(struct ibv_context* c, uint8_t port, int index, union ibv_gid* gid) {
+  (void)c;
+  (void)port;
+  memset(gid, 0, sizeof(*gid));
+  gid->raw[0] = 0xfe;
+  gid->raw[1] = 0x80;
+  gid->raw[15] = (uint8_t)index;
+  return 0;
+}
+struct ibv_pd* ibv_alloc_pd(struct ibv_context* c) {
+  if (should_fail("ibv_alloc_pd")) return NULL;
+  struct ibv_pd* pd = calloc(1, sizeof(*pd));
+  pd->context = c;
+  log_call("alloc_pd", ctx_name(c));
+  return pd;
+}
+int ibv_dealloc_pd(struct ibv_pd* pd) {
+  if (should_fail("ibv_dealloc_pd")) return errno;
+  log_call("dealloc_pd", ctx_name(pd->context));
+  free(pd);
+  return 0;
+}
+struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access) {
+  if (should_fail("ibv_reg_mr")) return NULL;
+  static uint32_t next_key = 0x100;
+  struct ibv_mr* mr = calloc(1, sizeof(*mr));
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->addr = addr;
+  mr->length = length;
+  mr->lkey = mr->rkey = next_key++;
+  (void)access;
+  log_call("reg_mr", ctx_name(pd->context));
+  return mr;
+}
+int ibv_dereg_mr(struct ibv_mr* mr) {
+  log_call("dereg_mr", ctx_name(mr->context));
+  free(mr);
+  return 0;
+}
+struct ibv_comp_channel* ibv_create_comp_channel(struct ibv_context* c) {
+  struct ibv_comp_channel* ch = calloc(1, sizeof(*ch));
+  ch->context = c;
+  ch->fd = -1;
+  log_call("create_comp_channel", ctx_name(c));
+  return ch;
+}
+int ibv_destroy_comp_channel(struct ibv_comp_channel* ch) {
+  log_call("destroy_comp_channel", ctx_name(ch->context));
+  free(ch);
+  return 0;
+}
+struct ibv_cq* ibv_create_cq(struct ibv_context* c, int cqe, void* cq_context, struct ibv_comp_channel* ch,
+                             int comp_vector) {
+  if (should_fail("ibv_create_cq")) return NULL;
+  struct ibv_cq* cq = calloc(1, sizeof(*cq));
+  cq->context = c;
+  cq->channel = ch;
+  cq->cq_context = cq_context;
+  cq->cqe = cqe;
+  (void)comp_vector;
+  log_call("create_cq", ctx_name(c));
+  return cq;
+}
+int ibv_destroy_cq(struct ibv_cq* cq) {
+  log_call("destroy_cq", ctx_name(cq->context));
+  free(cq);
+  return 0;
+}
+int ibv_get_cq_event(struct ibv_comp_channel* ch, struct ibv_cq** cq, void** ctx) {
+  (void)ch;
+  (void)cq;
+  (void)ctx;
+  errno = EAGAIN;
+  return -1;
+}
+void ibv_ack_cq_events(struct ibv_cq* cq, unsigned int n) {
+  (void)cq;
+  (void)n;
+}
+struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* attr) {
+  if (should_fail("ibv_create_qp")) return NULL;
+  static uint32_t next_qpn = 0x11;
+  struct ibv_qp* qp = calloc(1, sizeof(*qp));
+  qp->context = pd->context;
+  qp->pd = pd;
+  qp->send_cq = attr->send_cq;
+  qp->recv_cq = attr->recv_cq;
+  qp->qp_type = attr->qp_type;
+  qp->qp_num = next_qpn++;
+  qp->state = IBV_QPS_RESET;
+  log_call("create_qp", ctx_name(pd->context));
+  return qp;
+}
+#ifndef FAKE_IBV_OMIT_QP_CALLS /* the "old or broken library" variant lacks these */
+int ibv_modify_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask) {
+  if (mask & IBV_QP_STATE) qp->state = attr->qp_state;
+  log_call("modify_qp", ctx_name(qp->context));
+  return 0;
+}
+int ibv_destroy_qp(struct ibv_qp* qp) {
+  log_call("destroy_qp", ctx_name(qp->context));
+  free(qp);
+  return 0;
+}
+#endif
+int ibv_query_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask, struct ibv_qp_init_attr* init) {
+  (void)mask;
+  (void)init;
+  memset(attr, 0, sizeof(*attr));
+  attr->qp_state = qp->state;
+  return 0;
+}
+int ibv_get_async_event(struct ibv_context* c, struct ibv_async_event* e) {
+  (void)c;
+  (void)e;
+  errno = EAGAIN;
+  return -1;
+}
+void ibv_ack_async_event(struct ibv_async_event* e) { (void)e; }
+const char* ibv_event_type_str(enum ibv_event_type e) {
+  return e == IBV_EVENT_PORT_ERR ? "port error" : "event";
+}
+const char* ibv_wc_status_str(enum ibv_wc_status s) { return s == IBV_WC_SUCCESS ? "success" : "error"; }
