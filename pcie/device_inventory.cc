@@ -74,6 +74,13 @@ void Place(const std::string& resolved, PciPlacement* placement, std::string* cp
 
 }  // namespace
 
+PciPlacement PlaceDevicePath(const std::string& resolved_path) {
+  PciPlacement p;
+  std::string cpulist, address;
+  if (!resolved_path.empty()) Place(resolved_path, &p, &cpulist, &address);
+  return p;
+}
+
 Inventory ScanInventory(const std::string& root) {
   Inventory inv;
   const std::string sys = root + "/sys";

@@ -44,4 +44,8 @@ struct Inventory {
 // root without sysfs yields an empty inventory; the caller decides whether that is an error.
 Inventory ScanInventory(const std::string& root);
 
+// Where the device behind a resolved sysfs device path sits (NetDevicePath's form, a virtio NIC's
+// path included): PCI chain and NUMA node. No chain for a virtual or platform device.
+PciPlacement PlaceDevicePath(const std::string& resolved_path);
+
 }  // namespace ff::pcie

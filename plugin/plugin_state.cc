@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "base/logging.h"
+#include "pcie/device_inventory.h"
 
 namespace ff {
 
@@ -48,6 +49,7 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
                                                        : " matches NCCL_SOCKET_IFNAME='" + config_->socket_ifname +
                                                              "' (syntax: prefixes, ^ to exclude, = for exact names)"));
   }
+  for (const auto& d : devices_) placements_.push_back(pcie::PlaceDevicePath(d.pci_path));
   std::string list;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const auto& d = devices_[i];
@@ -71,10 +73,12 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
 
 std::vector<int> PluginState::PathOrder(int dev) const {
   std::vector<int> order{dev};
-  if (config_->spread_nics) {
-    for (int i = 0; i < static_cast<int>(devices_.size()); ++i)
-      if (i != dev) order.push_back(i);
-  }
+  if (!config_->spread_nics) return order;
+  // NCCL picked `dev` as the NIC nearest its GPU (from the pciPath we report); a connection's further
+  // paths take the other NICs nearest that one first (PIX..SYS), so they stay off the socket
+  // interconnect while a closer NIC exists. Virtual interfaces have no placement and keep their order.
+  for (size_t i : pcie::OrderByDistance(placements_[static_cast<size_t>(dev)], placements_))
+    if (static_cast<int>(i) != dev) order.push_back(static_cast<int>(i));
   return order;
 }
 

@@ -12,6 +12,7 @@
 #include "health/nic_watch.h"
 #include "base/status.h"
 #include "core/task_profile.h"
+#include "pcie/topo_distance.h"
 #include "tcp/interfaces.h"
 
 namespace ff {
@@ -46,6 +47,7 @@ class PluginState {
   std::atomic<bool> initialized_{false};  // read without the lock by every entry point
   const Config* config_ = nullptr;
   std::vector<tcp::NetInterface> devices_;
+  std::vector<pcie::PciPlacement> placements_;  // of devices_, read once at init (PathOrder)
   NetContext default_context_;
   std::unique_ptr<TaskProfile> task_;
   std::unique_ptr<NicWatch> nic_watch_;

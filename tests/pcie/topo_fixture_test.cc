@@ -216,5 +216,27 @@ TEST(TopoFixture, EmptyOrMissingRootYieldsAnEmptyInventory) {
   EXPECT_TRUE(r.inventory.nics.empty());
 }
 
+// A connection's further paths (plugin/plugin_state.cc PathOrder) take the NICs nearest the one
+// NCCL chose, from the same placements PlaceDevicePath reads off the pciPath we report.
+TEST(TopoFixture, NicsOrderedByDistanceFromTheChosenNic) {
+  GeneratedTree t("dgx_h100.topo");
+  ASSERT_TRUE(t.ok());
+  TopoReport r = BuildTopoReport(t.root());
+  ASSERT_EQ(r.inventory.nics.size(), 8u);
+  std::vector<PciPlacement> where;
+  for (const auto& nic : r.inventory.nics) {
+    where.push_back(PlaceDevicePath(NetDevicePath(t.root() + "/sys", nic.netdevs.front())));
+    ASSERT_TRUE(where.back().chain.has_value()) << nic.netdevs.front();
+  }
+  EXPECT_EQ(where[5].numa_node, 1);
+  // From NIC 5: itself, its socket's NICs (NODE), then the other socket's (SYS).
+  EXPECT_EQ(OrderByDistance(where[5], where), (std::vector<size_t>{5, 4, 6, 7, 0, 1, 2, 3}));
+  EXPECT_EQ(OrderByDistance(where[2], where), (std::vector<size_t>{2, 0, 1, 3, 4, 5, 6, 7}));
+  // Virtual interfaces (veth, lo) have no placement: they keep their order.
+  const PciPlacement none = PlaceDevicePath("");
+  EXPECT_FALSE(none.chain.has_value());
+  EXPECT_EQ(OrderByDistance(none, std::vector<PciPlacement>(3, none)), (std::vector<size_t>{0, 1, 2}));
+}
+
 }  // namespace
 }  // namespace ff::pcie
