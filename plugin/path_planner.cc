@@ -51,7 +51,9 @@ PathPlan RoundRobin(int dev, const ListenHandle& remote, int npaths) {
 std::shared_ptr<pathctl::PathOracle> OracleFor(const std::vector<std::string>& locals,
                                                const std::vector<std::string>& remotes, std::string* note) {
   static std::mutex mu;
-  static std::shared_ptr<pathctl::PathOracle> shared;
+  // Never destroyed: a connect still in progress on NCCL's thread during exit may use it.
+  static auto* shared_oracle = new std::shared_ptr<pathctl::PathOracle>;
+  std::shared_ptr<pathctl::PathOracle>& shared = *shared_oracle;
   if (PluginState::Get().config().topology_file.empty())
     return pathctl::PathOracle::FromInterfaces(locals, remotes);
   std::lock_guard<std::mutex> lock(mu);

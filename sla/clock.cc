@@ -1,3 +1,4 @@
+// The steady clock behind the SLA component's Clock seam.
 #include "sla/clock.h"
 
 #include <chrono>
@@ -11,8 +12,10 @@ uint64_t SteadyClock::NowNs() const {
 }
 
 const SteadyClock& SteadyClock::Instance() {
-  static const SteadyClock clock;
-  return clock;
+  // Never destroyed: NCCL's proxy thread may still read the clock (heat index, statistics) while
+  // static destructors run at exit.
+  static const SteadyClock* clock = new SteadyClock;
+  return *clock;
 }
 
 }  // namespace ff::sla
