@@ -2,7 +2,7 @@
 # VM lane: the initramfs's /init - loads the modules, mounts the host's / over 9p, runs the command, powers off.
 #
 # run.sh passes ff_vm_dir=DIR on the kernel command line: a host folder (seen at the same path after
-# the chroot) holding cmd.sh, the command to run; the exit status goes back into DIR/status and as a
+# the chroot) holding cmd.sh, the command to run (bash: it is written with printf %q); the exit status goes back into DIR/status and as a
 # marker line on the console ("ff-vm: status N"), which run.sh reads if the file is missing.
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -49,7 +49,7 @@ ip link set lo up
 
 [ -f "/host$dir/cmd.sh" ] || { say "no $dir/cmd.sh on the host"; finish; }
 say "running the command"
-chroot /host /bin/sh "$dir/cmd.sh" </dev/console >/dev/console 2>&1
+chroot /host /bin/bash "$dir/cmd.sh" </dev/console >/dev/console 2>&1
 rc=$?
 echo "$rc" >"/host$dir/status"
 say "status $rc"
