@@ -20,6 +20,9 @@ die() { echo "rxe_fixture: $*" >&2; exit 1; }
 t() { timeout 10 "$@"; }   # nothing here may hang the VM
 
 [ "$(id -u)" -eq 0 ] || die "needs root"
+# It rewrites the policy routing rules: on the host that would cut the machine's own local delivery.
+[ "${FF_IN_VM:-0}" = 1 ] || [ "${1:-}" = gid ] || [ "${1:-}" = show ] ||
+  die "runs inside the VM only (tests/vm/run.sh -- tests/vm/rxe_fixture.sh ...); FF_IN_VM=1 is not set"
 for tool in ip rdma sysctl; do command -v "$tool" >/dev/null || die "no $tool (packages iproute2, procps)"; done
 
 addr_a() { echo "10.99.$1.1"; }
