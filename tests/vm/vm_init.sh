@@ -39,6 +39,11 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=none hostroot /h
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
 mount -t devtmpfs dev /host/dev
+# devtmpfs lacks the links udev or systemd would make; bash's <(...) needs /dev/fd.
+ln -sf /proc/self/fd /host/dev/fd
+ln -sf /proc/self/fd/0 /host/dev/stdin
+ln -sf /proc/self/fd/1 /host/dev/stdout
+ln -sf /proc/self/fd/2 /host/dev/stderr
 mkdir -p /host/dev/pts /host/dev/shm
 mount -t devpts devpts /host/dev/pts
 # Fresh tmpfs: programs in the VM must never write the host's /run (sockets, pid files, locks).
