@@ -77,15 +77,29 @@ kdir="$cache/kernel/$kver"
 kernel="$kdir/boot/vmlinuz-$kver"
 initrd="$cache/initrd-$kver.img"
 
-if [ -f "$cache/stamp" ] && [ "$(cat "$cache/stamp")" = "$stamp_want" ] && [ -f "$kernel" ] && [ -f "$initrd" ]; then
-  say "cache valid: $pkg in $cache"
+cache_valid() {
+  [ -f "$cache/stamp" ] && [ "$(cat "$cache/stamp")" = "$stamp_want" ] && [ -f "$kernel" ] && [ -f "$initrd" ]
+}
+report() {
   echo "kernel=$kernel"
   echo "initrd=$initrd"
+}
+if cache_valid; then
+  say "cache valid: $pkg in $cache"
+  report
   exit 0
 fi
 
 mkdir -p "$cache" 2>/dev/null || unavailable "cannot create the cache folder $cache (set FF_VM_CACHE)"
 [ -w "$cache" ] || unavailable "cache folder $cache is not writable (set FF_VM_CACHE)"
+# One builder at a time (two lanes or a developer's run alongside CI); a waiter then finds it valid.
+exec 8>"$cache/lock"
+flock 8
+if cache_valid; then
+  say "cache valid: $pkg in $cache (built by another run)"
+  report
+  exit 0
+fi
 rm -f "$cache/stamp"
 
 # 1. The kernel package, unpacked, never installed: apt-get download + dpkg -x.
@@ -114,6 +128,10 @@ depmod -b "$kdir" "$kver"
 work="$cache/initrd.work"
 rm -rf "$work"
 mkdir -p "$work"/{bin,dev,proc,sys,host,lib/modules}
+# The initramfs has no libc: busybox must be the static build (package busybox, not -static, is dynamic).
+if LC_ALL=C readelf -l /bin/busybox 2>/dev/null | grep -q 'program interpreter'; then
+  unavailable "/bin/busybox is dynamically linked: install busybox-static (it replaces busybox)"
+fi
 cp /bin/busybox "$work/bin/busybox"
 cp "$here/vm_init.sh" "$work/init"
 chmod 0755 "$work/init" "$work/bin/busybox"
@@ -160,5 +178,4 @@ mv "$initrd.tmp" "$initrd"
 rm -rf "$work"
 printf '%s\n' "$stamp_want" >"$cache/stamp"
 say "ready: $pkg in $cache"
-echo "kernel=$kernel"
-echo "initrd=$initrd"
+report
