@@ -121,6 +121,10 @@ if [ ! -f "$kernel" ] || [ ! -d "$kdir/lib/modules/$kver" ]; then
   rm -rf "$dl"
 fi
 [ -f "$kernel" ] || { say "the package $pkg holds no boot/vmlinuz-$kver"; exit 1; }
+# A newer Debian kernel replaced an older one: drop the old tree (about 400 MB) and its initramfs.
+for old in "$cache"/kernel/*; do
+  [ "$old" = "$kdir" ] || [ ! -d "$old" ] || { say "removing the old kernel ${old##*/}"; rm -rf "$old" "$cache/initrd-${old##*/}.img"; }
+done
 # Debian's package ships no modules.dep (postinst runs depmod): make it, inside the cache only.
 depmod -b "$kdir" "$kver"
 
