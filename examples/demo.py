@@ -166,7 +166,12 @@ def show_connect_choices(events):
         lines = events.select(["connect to "], task["id"])
         note(f"{task['id']} (AI_SLA_LATENCY={task['sla_us']}): {len(lines)} connection(s); rank 0's:")
         for _, _, rank, _, msg in [l for l in lines if l[2] == 0][:1] or lines[:1]:
-            note("    " + trim(msg))
+            # One line per part: the tags, then each of the oracle's paths (primary, backups).
+            head, _, paths = msg.partition("; paths: ")
+            note("    " + trim(head))
+            for part in paths.split("; "):
+                if part:
+                    note("      " + trim(part))
         for _, _, _, _, msg in events.select(["SLA ", "unattainable"], task["id"])[:1]:
             if "unattainable" in msg:
                 note("    " + trim(msg))
@@ -359,7 +364,19 @@ def show_probe_report(probe, probe_dir):
         note(trim(l))
     md = os.path.join(probe_dir, "report.md")
     if os.path.exists(md):
-        lines = [l for l in open(md).read().splitlines() if l.strip()]
+        # The probe sees every process on the host that maps the plugin; other jobs' table rows
+        # (other tasks) are left out here, not from the files.
+        ours = tuple(f"| {t['id']} |" for t in TASKS)
+        lines, others = [], 0
+        for l in open(md).read().splitlines():
+            if not l.strip():
+                continue
+            if l.startswith("| ") and not l.startswith(("| task ", "|---")) and not l.startswith(ours):
+                others += 1
+                continue
+            lines.append(l)
+        if others:
+            note(f"({others} row(s) of other processes on this host that load the plugin are left out)")
         for l in lines[:16]:
             note("    " + trim(l))
         if len(lines) > 16:
