@@ -46,7 +46,7 @@ void Comm::Record(uint16_t collective, uint64_t bytes, uint64_t latency_ns, sla:
   size_t idx = collective <= 10 ? collective : collective == static_cast<uint16_t>(sla::Collective::kMixed) ? 11 : 12;
   uint32_t& slot = stats_slots_[idx];
   if (slot == sla::StatsTable::kInvalid) {
-    sla::StatsKey key{opts_.task, static_cast<sla::Collective>(collective), peer_, opts_.path_id};
+    sla::StatsKey key{opts_.task, static_cast<sla::Collective>(collective), peer_, opts_.path_id, opts_.path_name};
     slot = opts_.stats->Resolve(key);
   }
   opts_.stats->Record(slot, bytes, latency_ns, dir);

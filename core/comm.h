@@ -33,6 +33,7 @@ struct CommOptions {
   sla::StatsTable* stats = nullptr;
   std::string task;
   uint32_t path_id = 0;
+  std::string path_name;  // "eth0 10.0.0.1 -> 10.0.0.2 via spine1": what path_id is, for the statistics
   const ncclNetAttr_t* net_attr = nullptr;
   uint32_t stats_task = sla::StatsTable::kInvalid;  // where failover counters go
   TaskProfile* profile = nullptr;             // heat index of the task

@@ -245,6 +245,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   opts.profile = &task;
   opts.task = task.decl.task.id;
   opts.path_id = pc->plan.path_id;
+  opts.path_name = pc->plan.path_name;
   opts.net_attr = &pc->ctx->attr;
   opts.failback_ms = static_cast<uint32_t>(cfg.failback_ms);
   opts.dual_path_ms = static_cast<uint32_t>(cfg.dual_path_ms);

@@ -5,6 +5,7 @@
 #include "tcp/stream_path.h"
 
 #include <sys/random.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
@@ -12,6 +13,8 @@
 #include "tcp/absent_stream.h"
 #include "plugin/connector.h"
 #include "plugin/listen_handle.h"
+#include "plugin/path_planner.h"
+#include "pathctl/path_name.h"
 #include "base/logging.h"
 #include "core/probes.h"
 #include "plugin/plugin_state.h"
@@ -20,6 +23,21 @@
 #include "tcp/tcp_stream.h"
 
 namespace ff {
+namespace {
+
+// "eth0 <- 10.0.0.1": the receiving interface and the sender's address, for the statistics (the
+// sender's spine is its choice; this end cannot see it). Empty when the socket cannot say.
+std::string ReceivedName(int fd) {
+  sockaddr_storage local{}, remote{};
+  socklen_t local_len = sizeof(local), remote_len = sizeof(remote);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_len) != 0)
+    return {};
+  const std::string ip = tcp::AddressToString(local);
+  return pathctl::ReceivedPathName(LocalInterfaceName(ip), ip, tcp::AddressToString(remote));
+}
+
+}  // namespace
 
 Status ListenComm::Create(NetContext* ctx, int dev, void* handle, std::unique_ptr<ListenComm>* out) {
   PluginState& st = PluginState::Get();
@@ -131,6 +149,7 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     if (partial && now - g.first_ns < grace_ns) continue;
     std::vector<std::unique_ptr<Path>> paths;
     int first_present = -1;
+    std::string received_name;
     for (int i = 0; i < g.npaths; ++i) {
       if (g.streams[i] == nullptr) {
         // Never arrived (a link lost during setup): the path starts dead; the sender reconnects it.
@@ -138,7 +157,10 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
         paths.back()->MarkDead();
         continue;
       }
-      if (first_present < 0) first_present = i;
+      if (first_present < 0) {
+        first_present = i;
+        received_name = ReceivedName(g.streams[i]->fd());
+      }
       const Config& cfg = PluginState::Get().config();
       tcp::PathSocketOptions o;
       o.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
@@ -158,6 +180,7 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     opts.stats = task.stats.get();
     opts.profile = &task;
     opts.task = task.decl.task.id;
+    opts.path_name = std::move(received_name);
     opts.net_attr = &ctx_->attr;
     opts.failback_ms = static_cast<uint32_t>(PluginState::Get().config().failback_ms);
     opts.nic_watch = PluginState::Get().nic_watch();

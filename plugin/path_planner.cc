@@ -6,12 +6,20 @@
 #include <cstring>
 #include <mutex>
 
+#include "pathctl/path_name.h"
 #include "pathctl/path_oracle.h"
 #include "base/logging.h"
 #include "plugin/plugin_state.h"
 #include "tcp/interfaces.h"
 
 namespace ff {
+
+std::string LocalInterfaceName(const std::string& ip) {
+  for (const auto& d : PluginState::Get().devices())
+    if (tcp::AddressToString(d.addr) == ip) return d.name;
+  return {};
+}
+
 namespace {
 
 bool ParseIp(const std::string& ip, sockaddr_storage* out) {
@@ -41,6 +49,11 @@ PathPlan RoundRobin(int dev, const ListenHandle& remote, int npaths) {
     p.local = st.devices()[local].addr;
     if (p.local.ss_family != p.remote.ss_family) p.remote = remote.addrs[0];
     plan.paths.push_back(p);
+  }
+  if (!plan.paths.empty()) {
+    const std::string local_ip = tcp::AddressToString(plan.paths[0].local);
+    plan.path_name = pathctl::UnsteeredPathName(LocalInterfaceName(local_ip), local_ip,
+                                                tcp::AddressToString(plan.paths[0].remote));
   }
   plan.summary = "round robin over " + std::to_string(order.size()) + " local interface(s)";
   return plan;
@@ -81,6 +94,7 @@ PathPlan PlanPaths(int dev, const ListenHandle& remote, int npaths, const TaskPr
   PathPlan plan;
   plan.steered = true;
   plan.path_id = choice->path_id;
+  plan.path_name = pathctl::SteeredPathName(oracle->topology(), *choice, LocalInterfaceName(choice->local_ip));
   plan.sla_attainable = choice->sla_attainable;
   // Path 0 takes the primary; further paths take the backups in order (most disjoint first), so a
   // failed path's traffic already has somewhere else to go.

@@ -23,10 +23,14 @@ struct PlannedPath {
 struct PathPlan {
   std::vector<PlannedPath> paths;
   uint32_t path_id = 0;  // the oracle's id of the primary path (0 when not steered)
+  std::string path_name;  // what the primary path is ("eth0 10.0.0.1 -> 10.0.0.2 via spine1"), for statistics
   bool steered = false;
   bool sla_attainable = true;
   std::string summary;  // one line for the log
 };
+
+// The name of the local interface holding `ip` among the plugin's devices; empty when none does.
+std::string LocalInterfaceName(const std::string& ip);
 
 PathPlan PlanPaths(int dev, const ListenHandle& remote, int npaths, const TaskProfile& task);
 

@@ -13,7 +13,9 @@ namespace ff {
 int RunStatsCommand(int argc, char** argv) {
   CLI::App app{
       "Read FlexiForce's per-process statistics (bytes, messages, latency per task, collective, peer and path;\n"
-      "per-task heat, SLA misses and failovers) from the shared-memory files of running jobs.",
+      "per-task heat, SLA misses and failovers) from the shared-memory files of running jobs. A path is named\n"
+      "by what it is: local interface, addresses and the spine the oracle chose (\"eth0 10.0.0.1 -> 10.0.0.2\n"
+      "via spine1\"); --json also keeps the oracle's numeric path id.",
       "flexiforce stats"};
   int64_t pid = 0;
   bool all = false, json = false, prometheus = false, gc = false, include_stale = false;

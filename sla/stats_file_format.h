@@ -18,7 +18,10 @@ namespace ff::sla::stats_format {
 inline constexpr char kMagic[8] = {'F', 'F', 'S', 'T', 'A', 'T', 'S', '1'};
 // 2: the writer holds flock(LOCK_EX) on the file for its whole life; liveness is that lock, not
 // the pid (which another pid namespace cannot see). A v1 file carries no lock.
-inline constexpr uint32_t kVersion = 2;
+// 3: each slot also names its path ("eth0 10.0.0.1 -> 10.0.0.2 via spine1"), so a report says what
+// a path is instead of printing the oracle's hash. The reader still reads version 2 (SlotV2).
+inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersionNoPathName = 2;
 // Bounds the reader accepts before trusting a header: Linux's PID_MAX_LIMIT, and capacities far
 // above anything the writer creates, so a corrupt header cannot make the reader walk gigabytes.
 inline constexpr int64_t kMaxPid = 4194304;
@@ -40,8 +43,21 @@ struct alignas(64) Slot {
   uint8_t collective;
   char task[kStatsNameCapacity];
   char peer[kStatsNameCapacity];
+  char path_name[kStatsPathNameCapacity];  // version 3
   DirectionCounters dir[2];
 };
+static_assert(sizeof(Slot) == 960, "the stats file format: a version-3 slot is fifteen cache lines");
+
+// A version-2 slot: the same fields without the path's name. Only the reader uses it.
+struct alignas(64) SlotV2 {
+  std::atomic<uint32_t> state;
+  uint32_t path_id;
+  uint8_t collective;
+  char task[kStatsNameCapacity];
+  char peer[kStatsNameCapacity];
+  DirectionCounters dir[2];
+};
+static_assert(sizeof(SlotV2) == 832, "the stats file format: a version-2 slot is thirteen cache lines");
 
 struct alignas(64) TaskEntry {
   std::atomic<uint32_t> state;
@@ -74,21 +90,23 @@ struct alignas(64) Header {
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters must be address-free atomics");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "states must be address-free atomics");
 
-// 64-bit arithmetic: a reader computing this from a corrupt header must not overflow.
-inline uint64_t FileSize(uint64_t slots, uint64_t tasks) {
-  return sizeof(Header) + slots * sizeof(Slot) + tasks * sizeof(TaskEntry);
+// 64-bit arithmetic: a reader computing this from a corrupt header must not overflow. slot_size is
+// that of the file's version (sizeof(Slot) for files this build writes).
+inline uint64_t FileSize(uint64_t slots, uint64_t tasks, uint64_t slot_size = sizeof(Slot)) {
+  return sizeof(Header) + slots * slot_size + tasks * sizeof(TaskEntry);
 }
 
 inline Slot* Slots(void* base) { return reinterpret_cast<Slot*>(static_cast<char*>(base) + sizeof(Header)); }
-inline const Slot* Slots(const void* base) {
-  return reinterpret_cast<const Slot*>(static_cast<const char*>(base) + sizeof(Header));
+template <typename SlotT = Slot>
+inline const SlotT* Slots(const void* base) {
+  return reinterpret_cast<const SlotT*>(static_cast<const char*>(base) + sizeof(Header));
 }
 inline TaskEntry* Tasks(void* base, uint32_t slots) {
   return reinterpret_cast<TaskEntry*>(static_cast<char*>(base) + sizeof(Header) + size_t{slots} * sizeof(Slot));
 }
-inline const TaskEntry* Tasks(const void* base, uint32_t slots) {
+inline const TaskEntry* Tasks(const void* base, uint32_t slots, size_t slot_size = sizeof(Slot)) {
   return reinterpret_cast<const TaskEntry*>(static_cast<const char*>(base) + sizeof(Header) +
-                                            size_t{slots} * sizeof(Slot));
+                                            size_t{slots} * slot_size);
 }
 
 // Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22); 0 if unknown.

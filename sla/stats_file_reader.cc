@@ -73,10 +73,52 @@ WriterLock ProbeWriterLock(int fd, int how) {
 namespace {
 
 // A NUL-terminated name within its field, as valid UTF-8; nullopt when the field has no NUL.
-std::optional<std::string> StoredName(const char (&field)[kStatsNameCapacity]) {
-  const void* nul = std::memchr(field, '\0', kStatsNameCapacity);
+template <size_t N>
+std::optional<std::string> StoredName(const char (&field)[N]) {
+  const void* nul = std::memchr(field, '\0', N);
   if (nul == nullptr) return std::nullopt;
   return SanitizedUtf8(std::string_view(field, static_cast<const char*>(nul) - field));
+}
+
+// The path name of a slot: version 3 stores one, version 2 none.
+std::optional<std::string> StoredPathName(const Slot& s) { return StoredName(s.path_name); }
+std::optional<std::string> StoredPathName(const SlotV2&) { return std::string(); }
+
+// Copies every ready slot of a file whose slots have layout SlotT. False with `error` on a name
+// that is not NUL-terminated within its field.
+template <typename SlotT>
+bool ReadSlots(const void* base, uint32_t capacity, std::vector<SlotSnapshot>* out, std::string* error) {
+  const SlotT* slots = Slots<SlotT>(base);
+  for (uint32_t i = 0; i < capacity; ++i) {
+    const SlotT& s = slots[i];
+    if (s.state.load(std::memory_order_acquire) != kReady) continue;
+    auto task = StoredName(s.task);
+    auto peer = StoredName(s.peer);
+    auto path_name = StoredPathName(s);
+    if (!task || !peer || !path_name) {
+      *error = "corrupt slot " + std::to_string(i) + ": " +
+               (path_name ? "a name is not NUL-terminated within " + std::to_string(kStatsNameCapacity) + " bytes"
+                          : "its path name is not NUL-terminated within " + std::to_string(kStatsPathNameCapacity) +
+                                " bytes");
+      return false;
+    }
+    SlotSnapshot snap;
+    snap.task = std::move(*task);
+    snap.peer = std::move(*peer);
+    snap.path_name = std::move(*path_name);
+    snap.collective = static_cast<Collective>(s.collective);  // CollectiveName maps unknown values to "unknown"
+    snap.path_id = s.path_id;
+    DirectionSnapshot* dirs[2] = {&snap.send, &snap.recv};
+    for (int d = 0; d < 2; ++d) {
+      dirs[d]->bytes = s.dir[d].bytes.load(std::memory_order_relaxed);
+      dirs[d]->messages = s.dir[d].messages.load(std::memory_order_relaxed);
+      dirs[d]->latency_sum_ns = s.dir[d].latency_sum_ns.load(std::memory_order_relaxed);
+      for (int b = 0; b < kLatencyBuckets; ++b)
+        dirs[d]->histogram[b] = s.dir[d].histogram[b].load(std::memory_order_relaxed);
+    }
+    out->push_back(std::move(snap));
+  }
+  return true;
 }
 
 struct ReadOnlyMapping {
@@ -91,7 +133,7 @@ struct ReadOnlyMapping {
 bool HasWriterLockFormat(int fd, size_t size) {
   Header h;
   if (size < sizeof(Header) || ::pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) return false;
-  return std::memcmp(h.magic, kMagic, sizeof(kMagic)) == 0 && h.version == kVersion;
+  return std::memcmp(h.magic, kMagic, sizeof(kMagic)) == 0 && (h.version == kVersion || h.version == kVersionNoPathName);
 }
 
 int64_t HeaderPid(int fd) {
@@ -127,10 +169,13 @@ std::optional<StatsSnapshot> ReadStatsFile(const std::string& path, std::string*
   const auto* h = static_cast<const Header*>(map.base);
   if (std::memcmp(h->magic, kMagic, sizeof(kMagic)) != 0) return fail("not a FlexiForce statistics file");
   if (h->ready.load(std::memory_order_acquire) != 1) return fail("still being created");
-  if (h->version != kVersion || h->header_size != sizeof(Header) || h->slot_size != sizeof(Slot) ||
-      h->task_size != sizeof(TaskEntry))
+  // This build writes version 3 and still reads version 2 (no path names), each with its own slot size.
+  const bool v3 = h->version == kVersion && h->slot_size == sizeof(Slot);
+  const bool v2 = h->version == kVersionNoPathName && h->slot_size == sizeof(SlotV2);
+  if ((!v3 && !v2) || h->header_size != sizeof(Header) || h->task_size != sizeof(TaskEntry))
     return fail("written by an incompatible FlexiForce version (format " + std::to_string(h->version) +
-                ", this reader reads " + std::to_string(kVersion) + ")");
+                ", this reader reads " + std::to_string(kVersionNoPathName) + " and " + std::to_string(kVersion) + ")");
+  const size_t slot_size = v3 ? sizeof(Slot) : sizeof(SlotV2);
   // Every header field is checked before it steers a loop or an offset.
   if (h->pid <= 0 || h->pid > kMaxPid)
     return fail("corrupt header: pid " + std::to_string(h->pid) + " outside 1.." + std::to_string(kMaxPid));
@@ -138,11 +183,11 @@ std::optional<StatsSnapshot> ReadStatsFile(const std::string& path, std::string*
     return fail("corrupt header: " + std::to_string(h->slot_capacity) + " slots and " +
                 std::to_string(h->task_capacity) + " tasks (accepted 1.." + std::to_string(kMaxSlots) + " and 1.." +
                 std::to_string(kMaxTasks) + ")");
-  if (FileSize(h->slot_capacity, h->task_capacity) != size)
+  const uint64_t expected = FileSize(h->slot_capacity, h->task_capacity, slot_size);
+  if (expected != size)
     return fail("corrupt header: " + std::to_string(h->slot_capacity) + " slots and " +
-                std::to_string(h->task_capacity) + " tasks need " +
-                std::to_string(FileSize(h->slot_capacity, h->task_capacity)) + " bytes, the file has " +
-                std::to_string(size));
+                std::to_string(h->task_capacity) + " tasks need " + std::to_string(expected) +
+                " bytes, the file has " + std::to_string(size));
 
   StatsSnapshot snap;
   snap.path = path;
@@ -150,31 +195,11 @@ std::optional<StatsSnapshot> ReadStatsFile(const std::string& path, std::string*
   // The writer's lock says it lives, in any pid namespace; our view of its pid cannot.
   snap.alive = ProbeWriterLock(fd.get(), LOCK_SH) != WriterLock::kFree;
   snap.dropped = h->dropped.load(std::memory_order_relaxed);
-  const Slot* slots = Slots(map.base);
-  for (uint32_t i = 0; i < h->slot_capacity; ++i) {
-    const Slot& s = slots[i];
-    if (s.state.load(std::memory_order_acquire) != kReady) continue;
-    auto task = StoredName(s.task);
-    auto peer = StoredName(s.peer);
-    if (!task || !peer)
-      return fail("corrupt slot " + std::to_string(i) + ": a name is not NUL-terminated within " +
-                  std::to_string(kStatsNameCapacity) + " bytes");
-    SlotSnapshot out;
-    out.task = std::move(*task);
-    out.peer = std::move(*peer);
-    out.collective = static_cast<Collective>(s.collective);  // CollectiveName maps unknown values to "unknown"
-    out.path_id = s.path_id;
-    DirectionSnapshot* dirs[2] = {&out.send, &out.recv};
-    for (int d = 0; d < 2; ++d) {
-      dirs[d]->bytes = s.dir[d].bytes.load(std::memory_order_relaxed);
-      dirs[d]->messages = s.dir[d].messages.load(std::memory_order_relaxed);
-      dirs[d]->latency_sum_ns = s.dir[d].latency_sum_ns.load(std::memory_order_relaxed);
-      for (int b = 0; b < kLatencyBuckets; ++b)
-        dirs[d]->histogram[b] = s.dir[d].histogram[b].load(std::memory_order_relaxed);
-    }
-    snap.slots.push_back(std::move(out));
-  }
-  const TaskEntry* tasks = Tasks(map.base, h->slot_capacity);
+  std::string slot_error;
+  const bool slots_ok = v3 ? ReadSlots<Slot>(map.base, h->slot_capacity, &snap.slots, &slot_error)
+                           : ReadSlots<SlotV2>(map.base, h->slot_capacity, &snap.slots, &slot_error);
+  if (!slots_ok) return fail(slot_error);
+  const TaskEntry* tasks = Tasks(map.base, h->slot_capacity, slot_size);
   for (uint32_t i = 0; i < h->task_capacity; ++i) {
     const TaskEntry& t = tasks[i];
     if (t.state.load(std::memory_order_acquire) != kReady) continue;
@@ -197,7 +222,8 @@ std::optional<StatsSnapshot> ReadStatsFile(const std::string& path, std::string*
   }
   // Stable output order regardless of hash placement.
   std::sort(snap.slots.begin(), snap.slots.end(), [](const SlotSnapshot& a, const SlotSnapshot& b) {
-    return std::tie(a.task, a.collective, a.peer, a.path_id) < std::tie(b.task, b.collective, b.peer, b.path_id);
+    return std::tie(a.task, a.collective, a.peer, a.path_id, a.path_name) <
+           std::tie(b.task, b.collective, b.peer, b.path_id, b.path_name);
   });
   return snap;
 }

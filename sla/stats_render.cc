@@ -23,10 +23,16 @@ std::string Format(const char* fmt, ...) {
   return std::string(buf, n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof(buf) - 1));
 }
 
+// What a person calls the path: its name, or for a version-2 file (no names) its numeric id.
+std::string PathLabel(const SlotSnapshot& s) {
+  return s.path_name.empty() ? "id " + std::to_string(s.path_id) : s.path_name;
+}
+
 std::string FlowLabels(const StatsSnapshot& p, const SlotSnapshot& s, const char* direction) {
   return "pid=\"" + std::to_string(p.pid) + "\",task=\"" + EscapePrometheusLabel(s.task) + "\",collective=\"" +
          CollectiveName(s.collective) + "\",peer=\"" + EscapePrometheusLabel(s.peer) + "\",path=\"" +
-         std::to_string(s.path_id) + "\",direction=\"" + direction + "\"";
+         std::to_string(s.path_id) + "\",path_name=\"" + EscapePrometheusLabel(s.path_name) + "\",direction=\"" +
+         direction + "\"";
 }
 
 std::string TaskLabels(const StatsSnapshot& p, const TaskSnapshot& t) {
@@ -173,6 +179,7 @@ std::string RenderStatsJson(const std::vector<StatsSnapshot>& snaps) {
                        {"collective", CollectiveName(s.collective)},
                        {"peer", s.peer},
                        {"path", s.path_id},
+                       {"path_name", s.path_name},
                        {"send", DirectionJson(s.send)},
                        {"recv", DirectionJson(s.recv)}});
     }
@@ -197,12 +204,14 @@ std::string RenderStatsText(const std::vector<StatsSnapshot>& snaps) {
                     t.sla_ns ? Format("%.3fus", static_cast<double>(*t.sla_ns) / 1e3).c_str() : "none", t.heat,
                     t.sla_unattainable, t.failover_events, t.failbacks);
     }
-    out += Format("  %-20s %-13s %-22s %4s %4s %14s %10s %12s\n", "task", "collective", "peer", "path", "dir",
-                  "bytes", "messages", "mean-lat-us");
+    // The path goes last: its name ("eth0 10.0.0.1 -> 10.0.0.2 via spine1") is long and of any width.
+    out += Format("  %-20s %-13s %-22s %4s %14s %10s %12s  %s\n", "task", "collective", "peer", "dir", "bytes",
+                  "messages", "mean-lat-us", "path");
     ForEachFlow({p}, [&](const auto&, const SlotSnapshot& s, const char* dir, const DirectionSnapshot& d) {
       const double mean_us = d.messages ? static_cast<double>(d.latency_sum_ns) / d.messages / 1e3 : 0.0;
-      out += Format("  %-20s %-13s %-22s %4u %4s %14" PRIu64 " %10" PRIu64 " %12.2f\n", s.task.c_str(),
-                    CollectiveName(s.collective), s.peer.c_str(), s.path_id, dir, d.bytes, d.messages, mean_us);
+      out += Format("  %-20s %-13s %-22s %4s %14" PRIu64 " %10" PRIu64 " %12.2f  %s\n", s.task.c_str(),
+                    CollectiveName(s.collective), s.peer.c_str(), dir, d.bytes, d.messages, mean_us,
+                    PathLabel(s).c_str());
     });
     if (p.dropped) out += Format("  %" PRIu64 " records dropped: statistics table full\n", p.dropped);
   }

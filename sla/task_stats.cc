@@ -18,20 +18,25 @@ namespace ff::sla {
 using namespace stats_format;
 namespace {
 
-void CopyName(char (&dst)[kStatsNameCapacity], std::string_view src) {
-  const size_t n = std::min(src.size(), kStatsNameCapacity - 1);
-  std::memcpy(dst, src.data(), n);
-  dst[n] = '\0';
+template <size_t N>
+std::string_view Truncated(std::string_view s) {
+  return s.substr(0, std::min(s.size(), N - 1));
 }
 
-std::string_view Truncated(std::string_view s) { return s.substr(0, std::min(s.size(), kStatsNameCapacity - 1)); }
+template <size_t N>
+void CopyName(char (&dst)[N], std::string_view src) {
+  const std::string_view t = Truncated<N>(src);
+  std::memcpy(dst, t.data(), t.size());
+  dst[t.size()] = '\0';
+}
 
-bool NameEquals(const char (&stored)[kStatsNameCapacity], std::string_view s) {
-  const std::string_view t = Truncated(s);
+template <size_t N>
+bool NameEquals(const char (&stored)[N], std::string_view s) {
+  const std::string_view t = Truncated<N>(s);
   return std::strncmp(stored, t.data(), t.size()) == 0 && stored[t.size()] == '\0';
 }
 
-uint64_t Hash(std::string_view a, uint8_t c, std::string_view b, uint32_t path) {
+uint64_t Hash(std::string_view a, uint8_t c, std::string_view b, uint32_t path, std::string_view path_name) {
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](const void* p, size_t n) {
     for (size_t i = 0; i < n; ++i) {
@@ -39,12 +44,14 @@ uint64_t Hash(std::string_view a, uint8_t c, std::string_view b, uint32_t path) 
       h *= 0x100000001b3ull;
     }
   };
-  a = Truncated(a);
-  b = Truncated(b);
+  a = Truncated<kStatsNameCapacity>(a);
+  b = Truncated<kStatsNameCapacity>(b);
+  path_name = Truncated<kStatsPathNameCapacity>(path_name);
   mix(a.data(), a.size());
   mix(&c, 1);
   mix(b.data(), b.size());
   mix(&path, sizeof(path));
+  mix(path_name.data(), path_name.size());
   return h;
 }
 
@@ -225,7 +232,7 @@ uint32_t StatsTable::Resolve(const StatsKey& key) {
   // Keyed by the peer's address: its ephemeral port differs per connection, and a long job opens
   // thousands, which would fill the table and drop every later connection's numbers.
   const std::string_view peer = StatsPeerAddress(key.peer);
-  const uint64_t h = Hash(key.task, c, peer, key.path_id);
+  const uint64_t h = Hash(key.task, c, peer, key.path_id, key.path_name);
   for (uint32_t probe = 0; probe < capacity; ++probe) {
     const uint32_t i = static_cast<uint32_t>((h + probe) % capacity);
     Slot& s = layout_->slots[i];
@@ -236,13 +243,15 @@ uint32_t StatsTable::Resolve(const StatsKey& key) {
         CopyName(s.peer, peer);
         s.collective = c;
         s.path_id = key.path_id;
+        CopyName(s.path_name, key.path_name);
         s.state.store(kReady, std::memory_order_release);
         return i;
       }
       // Lost the race; `state` now holds the winner's state.
     }
     WaitReady(s.state);
-    if (s.collective == c && s.path_id == key.path_id && NameEquals(s.task, key.task) && NameEquals(s.peer, peer))
+    if (s.collective == c && s.path_id == key.path_id && NameEquals(s.task, key.task) && NameEquals(s.peer, peer) &&
+        NameEquals(s.path_name, key.path_name))
       return i;
   }
   layout_->header->dropped.fetch_add(1, std::memory_order_relaxed);

@@ -19,6 +19,8 @@ namespace ff::sla {
 inline constexpr const char* kStatsDefaultDir = "/dev/shm";
 inline constexpr const char* kStatsFilePrefix = "flexiforce-stats-";
 inline constexpr size_t kStatsNameCapacity = 64;  // task id and peer, NUL included
+// A path's name, NUL included: room for "<ifname> <v6 address> -> <v6 address> via <spine>".
+inline constexpr size_t kStatsPathNameCapacity = 128;
 // Latency histogram: bucket 0 holds <= 1 ns, bucket b (1..38) holds (2^(b-1), 2^b] ns, so its
 // Prometheus upper bound is exactly 2^b ns; bucket 39 holds everything above 2^38 ns (~275 s).
 inline constexpr int kLatencyBuckets = 40;
@@ -30,6 +32,9 @@ struct StatsKey {
   Collective collective = Collective::kUnknown;
   std::string_view peer;  // e.g. "10.0.0.2:43117" or "rank3"; stored as StatsPeerAddress, truncated to 63 bytes
   uint32_t path_id = 0;
+  // What the path is, for people: "eth0 10.0.0.1 -> 10.0.0.2 via spine1"; truncated to 127 bytes.
+  // Part of the key: unsteered paths all have id 0 and differ only by their name.
+  std::string_view path_name;
 };
 
 // The part of a peer description a slot is keyed by: the address without its port
@@ -111,6 +116,7 @@ struct SlotSnapshot {
   Collective collective = Collective::kUnknown;
   std::string peer;
   uint32_t path_id = 0;
+  std::string path_name;  // empty in version-2 files
   DirectionSnapshot send, recv;
 };
 

@@ -62,6 +62,40 @@ TEST_F(StatsCliTest, JsonForOwnPidShowsRecordedFlow) {
   EXPECT_THAT(out, HasSubstr("collective=\"AllGather\""));
 }
 
+// Paths are named by what they are; the oracle's hash stays in --json only, beside the name.
+TEST_F(StatsCliTest, TextNamesPathsNotHashesAndJsonHasBoth) {
+  StatsTableOptions o;
+  o.dir = dir_;
+  std::string error;
+  auto table = StatsTable::Open(o, &error);
+  ASSERT_TRUE(table) << error;
+  const uint32_t steered_id = 1622425797;
+  table->Record({"train-a", Collective::kAllReduce, "10.0.0.2:5000", steered_id, "eth0 10.0.0.1 -> 10.0.0.2 via spine1"},
+                1000, 2000, Direction::kSend);
+  table->Record({"infer-b", Collective::kBroadcast, "10.0.0.2:5001", 0, "eth1 -> 10.0.0.2"}, 10, 20,
+                Direction::kSend);
+  table->Record({"infer-b", Collective::kBroadcast, "10.0.0.2:5001", 0, "eth0 <- 10.0.0.2"}, 10, 20,
+                Direction::kRecv);
+  std::string out;
+  ASSERT_EQ(RunCli({"stats", "--dir", dir_, "--pid", std::to_string(getpid())}, &out), 0);
+  EXPECT_THAT(out, HasSubstr("eth0 10.0.0.1 -> 10.0.0.2 via spine1"));
+  EXPECT_THAT(out, HasSubstr("eth1 -> 10.0.0.2"));
+  EXPECT_THAT(out, HasSubstr("eth0 <- 10.0.0.2"));
+  EXPECT_THAT(out, Not(HasSubstr(std::to_string(steered_id))));
+
+  ASSERT_EQ(RunCli({"stats", "--dir", dir_, "--pid", std::to_string(getpid()), "--json"}, &out), 0);
+  const auto flows = nlohmann::json::parse(out).at("processes").at(0).at("flows");
+  ASSERT_EQ(flows.size(), 3u);  // same task, collective and peer, different names: separate flows
+  bool found = false;
+  for (const auto& f : flows) {
+    if (f.at("task") != "train-a") continue;
+    found = true;
+    EXPECT_EQ(f.at("path"), steered_id);
+    EXPECT_EQ(f.at("path_name"), "eth0 10.0.0.1 -> 10.0.0.2 via spine1");
+  }
+  EXPECT_TRUE(found) << out;
+}
+
 TEST_F(StatsCliTest, MissingPidFailsAndHelpSucceeds) {
   std::string out;
   EXPECT_EQ(RunCli({"stats", "--dir", dir_, "--pid", "999999"}, &out), 1);

@@ -163,6 +163,86 @@ TEST_F(StatsFileReaderTest, InvalidUtf8NamesAreReplacedSoJsonNeverThrows) {
   EXPECT_THAT(json, HasSubstr("job"));
 }
 
+TEST_F(StatsFileReaderTest, PathNameWithoutTerminatorIsRejectedAndInvalidUtf8Replaced) {
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  table->Record({"job", Collective::kAllReduce, "10.0.0.2", 7, "eth0\xff -> 10.0.0.2"}, 1, 1, Direction::kSend);
+  auto snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  ASSERT_EQ(snap->slots.size(), 1u);
+  EXPECT_EQ(snap->slots[0].path_name, "eth0\xEF\xBF\xBD -> 10.0.0.2");
+  EXPECT_EQ(snap->slots[0].path_id, 7u);
+  const uint32_t slot = table->Resolve({"job", Collective::kAllReduce, "10.0.0.2", 7, "eth0\xff -> 10.0.0.2"});
+  ASSERT_NE(slot, StatsTable::kInvalid);
+  Corrupt(table->path(), [slot](char* b) {
+    auto* s = reinterpret_cast<fmt::Slot*>(b + sizeof(fmt::Header)) + slot;
+    std::memset(s->path_name, 'A', sizeof(s->path_name));
+  });
+  EXPECT_FALSE(ReadStatsFile(table->path(), &error));
+  EXPECT_THAT(error, HasSubstr("path name is not NUL-terminated within 128 bytes"));
+}
+
+// A job started with the previous release (format 2, no path names) is still read: its flows
+// come back with their numeric ids and no name, and its task entries after the shorter slots.
+TEST_F(StatsFileReaderTest, ReadsFormatTwoFilesWithoutPathNames) {
+  constexpr uint32_t kSlots = 4, kTasks = 2;
+  const size_t size = sizeof(fmt::Header) + kSlots * sizeof(fmt::SlotV2) + kTasks * sizeof(fmt::TaskEntry);
+  const std::string path = StatsFilePath(dir_, 4242);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(base, MAP_FAILED);
+  auto* h = static_cast<fmt::Header*>(base);
+  std::memcpy(h->magic, fmt::kMagic, sizeof(fmt::kMagic));
+  h->version = 2;
+  h->header_size = sizeof(fmt::Header);
+  h->slot_size = sizeof(fmt::SlotV2);
+  h->task_size = sizeof(fmt::TaskEntry);
+  h->slot_capacity = kSlots;
+  h->task_capacity = kTasks;
+  h->pid = 4242;
+  auto* slot = reinterpret_cast<fmt::SlotV2*>(static_cast<char*>(base) + sizeof(fmt::Header)) + 1;
+  slot->path_id = 1622425797;
+  slot->collective = static_cast<uint8_t>(Collective::kAllGather);
+  std::strcpy(slot->task, "old-job");
+  std::strcpy(slot->peer, "10.0.0.9");
+  slot->dir[0].bytes = 4096;
+  slot->dir[0].messages = 2;
+  slot->state.store(fmt::kReady);
+  auto* task = reinterpret_cast<fmt::TaskEntry*>(static_cast<char*>(base) + sizeof(fmt::Header) +
+                                                 kSlots * sizeof(fmt::SlotV2));
+  std::strcpy(task->task, "old-job");
+  task->failover_events.store(3);
+  task->state.store(fmt::kReady);
+  h->ready.store(1);
+  ::munmap(base, size);
+
+  std::string error;
+  auto snap = ReadStatsFile(path, &error);
+  ASSERT_TRUE(snap) << error;
+  ASSERT_EQ(snap->slots.size(), 1u);
+  EXPECT_EQ(snap->slots[0].task, "old-job");
+  EXPECT_EQ(snap->slots[0].peer, "10.0.0.9");
+  EXPECT_EQ(snap->slots[0].path_id, 1622425797u);
+  EXPECT_EQ(snap->slots[0].path_name, "");
+  EXPECT_EQ(snap->slots[0].send.bytes, 4096u);
+  ASSERT_EQ(snap->tasks.size(), 1u);
+  EXPECT_EQ(snap->tasks[0].failover_events, 3u);
+  EXPECT_THAT(RenderStatsText({*snap}), HasSubstr("id 1622425797"));
+
+  // A version-3 header over version-2 slots is a mismatch, not something to guess at.
+  const int wfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(wfd, 0);
+  const uint32_t v3 = fmt::kVersion;
+  ASSERT_EQ(::pwrite(wfd, &v3, sizeof(v3), offsetof(fmt::Header, version)), static_cast<ssize_t>(sizeof(v3)));
+  ::close(wfd);
+  EXPECT_FALSE(ReadStatsFile(path, &error));
+  EXPECT_THAT(error, HasSubstr("incompatible"));
+}
+
 // Containers sharing /dev/shm see each other's files but not each other's pids. A live writer
 // whose pid is not ours to see (here: its header says a pid nobody has) must survive --gc.
 TEST_F(StatsFileReaderTest, GcKeepsALiveWriterWhosePidIsNotVisible) {

@@ -23,6 +23,7 @@ std::vector<StatsSnapshot> Sample() {
   s.collective = Collective::kAllReduce;
   s.peer = "10.0.0.2:5000";
   s.path_id = 1;
+  s.path_name = "eth0 10.0.0.1 -> 10.0.0.2 via spine1";
   s.send.bytes = 3000;
   s.send.messages = 3;
   s.send.latency_sum_ns = 3500;
@@ -55,7 +56,8 @@ TEST(StatsRender, PrometheusFollowsTextExpositionFormat) {
     EXPECT_TRUE(std::regex_match(line, sample) || std::regex_match(line, comment)) << "bad line: " << line;
   }
   EXPECT_THAT(text, HasSubstr("flexiforce_bytes_total{pid=\"321\",task=\"job\\\"1\",collective=\"AllReduce\","
-                              "peer=\"10.0.0.2:5000\",path=\"1\",direction=\"send\"} 3000\n"));
+                              "peer=\"10.0.0.2:5000\",path=\"1\",path_name=\"eth0 10.0.0.1 -> 10.0.0.2 via spine1\","
+                              "direction=\"send\"} 3000\n"));
   // Cumulative histogram: 2 at <= 1024 ns, 3 at <= 2048 ns, +Inf equals the count.
   EXPECT_THAT(text, HasSubstr("direction=\"send\",le=\"1.024e-06\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("direction=\"send\",le=\"2.048e-06\"} 3\n"));
@@ -73,6 +75,8 @@ TEST(StatsRender, JsonCarriesEveryCounter) {
   EXPECT_EQ(p.at("pid"), 321);
   const auto& f = p.at("flows").at(0);
   EXPECT_EQ(f.at("collective"), "AllReduce");
+  EXPECT_EQ(f.at("path"), 1);  // the oracle's id stays for scripts that join on it
+  EXPECT_EQ(f.at("path_name"), "eth0 10.0.0.1 -> 10.0.0.2 via spine1");
   EXPECT_EQ(f.at("send").at("bytes"), 3000);
   EXPECT_EQ(f.at("send").at("latency_histogram").size(), 2u);
   EXPECT_EQ(f.at("send").at("latency_histogram").at(0).at("le_ns"), 1024);
@@ -89,6 +93,17 @@ TEST(StatsRender, TextNamesProcessAndFlows) {
   EXPECT_THAT(text, HasSubstr("pid 321"));
   EXPECT_THAT(text, HasSubstr("AllReduce"));
   EXPECT_THAT(RenderStatsText({}), HasSubstr("no FlexiForce statistics"));
+}
+
+TEST(StatsRender, TextNamesThePathNotItsHash) {
+  auto snaps = Sample();
+  snaps[0].slots[0].path_id = 1622425797;  // an oracle hash, as a steered path carries
+  const std::string text = RenderStatsText(snaps);
+  EXPECT_THAT(text, HasSubstr("eth0 10.0.0.1 -> 10.0.0.2 via spine1"));
+  EXPECT_EQ(text.find("1622425797"), std::string::npos) << text;
+  // A version-2 file has no names: the id is shown, marked as one.
+  snaps[0].slots[0].path_name.clear();
+  EXPECT_THAT(RenderStatsText(snaps), HasSubstr("id 1622425797"));
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,6 +38,32 @@ TEST(LatencyBucket, UpperBoundsArePowersOfTwoNanoseconds) {
   EXPECT_EQ(LatencyBucket(1024), 10);
   EXPECT_EQ(LatencyBucket(1025), 11);
   EXPECT_EQ(LatencyBucket(~uint64_t{0}), kLatencyBuckets - 1);
+}
+
+// Unsteered paths all carry id 0: only their names tell eth0's traffic from eth1's, so the name is
+// part of the key. A name longer than its field is cut at 127 bytes and still matches itself.
+TEST_F(TaskStatsTest, PathNameIsPartOfTheKeyAndTruncatedToItsField) {
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  const std::string long_name = "eth0 " + std::string(200, 'x');
+  const StatsKey eth0{"job1", Collective::kAllReduce, "10.0.0.2:5000", 0, "eth0 -> 10.0.0.2"};
+  const StatsKey eth1{"job1", Collective::kAllReduce, "10.0.0.2:5001", 0, "eth1 -> 10.0.0.2"};
+  const StatsKey longer{"job1", Collective::kAllReduce, "10.0.0.2:5002", 0, long_name};
+  EXPECT_NE(table->Resolve(eth0), table->Resolve(eth1));
+  EXPECT_EQ(table->Resolve(eth0), table->Resolve({"job1", Collective::kAllReduce, "10.0.0.2:6000", 0, "eth0 -> 10.0.0.2"}));
+  EXPECT_EQ(table->Resolve(longer), table->Resolve(longer));
+  table->Record(eth0, 100, 1, Direction::kSend);
+  table->Record(eth1, 7, 1, Direction::kSend);
+  table->Record(longer, 1, 1, Direction::kSend);
+  auto snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  ASSERT_EQ(snap->slots.size(), 3u);
+  std::map<std::string, uint64_t> bytes;
+  for (const auto& s : snap->slots) bytes[s.path_name] = s.send.bytes;
+  EXPECT_EQ(bytes["eth0 -> 10.0.0.2"], 100u);
+  EXPECT_EQ(bytes["eth1 -> 10.0.0.2"], 7u);
+  EXPECT_EQ(bytes[long_name.substr(0, kStatsPathNameCapacity - 1)], 1u);
 }
 
 TEST_F(TaskStatsTest, RecordsAreReadBackExactlyInProcess) {
