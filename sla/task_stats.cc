@@ -26,14 +26,14 @@ std::string_view Truncated(std::string_view s) {
 template <size_t N>
 void CopyName(char (&dst)[N], std::string_view src) {
   const std::string_view t = Truncated<N>(src);
-  std::memcpy(dst, t.data(), t.size());
+  if (!t.empty()) std::memcpy(dst, t.data(), t.size());  // an empty view may have no data pointer
   dst[t.size()] = '\0';
 }
 
 template <size_t N>
 bool NameEquals(const char (&stored)[N], std::string_view s) {
   const std::string_view t = Truncated<N>(s);
-  return std::strncmp(stored, t.data(), t.size()) == 0 && stored[t.size()] == '\0';
+  return (t.empty() || std::strncmp(stored, t.data(), t.size()) == 0) && stored[t.size()] == '\0';
 }
 
 uint64_t Hash(std::string_view a, uint8_t c, std::string_view b, uint32_t path, std::string_view path_name) {

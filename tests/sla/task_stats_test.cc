@@ -155,6 +155,9 @@ TEST_F(TaskStatsTest, AnotherProcessReadsExactCountsWhileWriterRuns) {
     if (::read(done[0], &d, 1) != 1) ::_exit(5);
     ::_exit(0);  // leaves the file as a crash would
   }
+  // Only the child writes `ready` and reads `done`: a child that dies early then gives EOF, not a hang.
+  ::close(ready[1]);
+  ::close(done[0]);
   char c;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
   std::string error;
