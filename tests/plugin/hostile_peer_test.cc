@@ -1,5 +1,6 @@
 // Hostile peers against the built .so: forged, replayed, misdirected and foreign rejoins; partial
 // connection groups that never complete; floods of silent connections under a low descriptor limit.
+#include <fcntl.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -178,6 +179,111 @@ TEST_F(TwoPathConnection, RejoinFromAForeignAddressIsRefused) {
   EXPECT_TRUE(ClosedWithin(foreign, 3)) << "a rejoin from an address the connection never used was admitted";
   int good = Rejoin(SignedRejoin(handle_, kConnId, 2, 0, 2));
   EXPECT_TRUE(DeliverOn(good, 0));
+}
+
+// The real peer, in a child forked before the test lowers its own limits: waits for a byte on `r`,
+// connects through the plugin and sends one 1 MiB message with pattern 9.
+int RealSender(const char* handle, int r) {
+  char go;
+  if (read(r, &go, 1) != 1) return 60;
+  char copy[128];
+  std::memcpy(copy, handle, sizeof(copy));
+  NetPeer p2;
+  void* sc = p2.Connect(copy);
+  std::vector<char> buf(1 << 20);
+  FillPattern(buf.data(), 9, buf.size());
+  void* req = nullptr;
+  while (req == nullptr)
+    if (p2.net()->isend(sc, buf.data(), buf.size(), 1, nullptr, nullptr, &req) != ncclSuccess) return 61;
+  return p2.Wait(req) == ncclSuccess ? 0 : 62;
+}
+
+// Accepts (20 s bound) and checks that the connection carries RealSender's message.
+void ExpectRealMessage(NetPeer& peer, void* lc) {
+  void* rc = peer.Accept(lc);
+  std::vector<char> buf(1 << 20, 0);
+  void* data = buf.data();
+  size_t cap = buf.size();
+  int tag = 1;
+  void* req = nullptr;
+  while (req == nullptr) ASSERT_EQ(peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req), ncclSuccess);
+  ASSERT_EQ(peer.Wait(req, nullptr, 20), ncclSuccess) << "the accepted connection is not the real peer's";
+  EXPECT_EQ(CheckPattern(buf.data(), 9, buf.size()), -1);
+  peer.net()->closeRecv(rc);
+}
+
+// A hello that declares two paths, from a peer that then goes away, is not a connection: accept
+// never hands it out, its socket is freed once FLEXIFORCE_CONNECT_TIMEOUT_MS has passed, and the
+// real peer that comes next is served.
+TEST(HostilePeer, PartialGroupWhosePathsClosedExpiresAndAcceptServesTheRealPeer) {
+  ::setenv("FLEXIFORCE_CONNECT_TIMEOUT_MS", "1000", 1);  // read at the plugin's first init in this process
+  NetPeer peer;
+  char handle[128];
+  void* lc = peer.Listen(handle);
+  ChildProcess real([&](int r, int) { return RealSender(handle, r); });
+  int stray = RawConnect(handle);
+  ASSERT_GE(stray, 0);
+  ASSERT_TRUE(SendHello(stray, SignedHello(handle, 1, 2, 0)));
+  shutdown(stray, SHUT_WR);  // gone for the listener; our end still tells whether it freed the socket
+  void* rc = nullptr;
+  ncclNetDeviceHandle_t* dc = nullptr;
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  while (std::chrono::steady_clock::now() < until && rc == nullptr) {
+    ASSERT_EQ(peer.net()->accept(lc, &rc, &dc), ncclSuccess);
+    usleep(1000);
+  }
+  EXPECT_EQ(rc, nullptr) << "accept handed out the half-arrived connection of a peer that left";
+  EXPECT_TRUE(PeerClosed(stray)) << "the expired group still holds its socket";
+  close(stray);
+  WriteAll(real.to_child(), "g", 1);
+  ExpectRealMessage(peer, lc);
+  EXPECT_EQ(real.Wait(), 0);
+  peer.net()->closeListen(lc);
+}
+
+int OpenDescriptors() {
+  int n = 0;
+  for (int fd = 0; fd < 4096; ++fd)
+    if (fcntl(fd, F_GETFD) != -1) ++n;
+  return n;
+}
+
+// Under a descriptor limit a few above what the listener holds, 300 silent connections must not fail
+// the listen comm (EMFILE is transient: the oldest stranger is shed), and the real peer connects.
+TEST(HostilePeer, SilentConnectionFloodUnderALowDescriptorLimitDoesNotStopTheRealPeer) {
+  NetPeer peer;
+  char handle[128];
+  void* lc = peer.Listen(handle);
+  ChildProcess real([&](int r, int) { return RealSender(handle, r); });
+  ChildProcess strangers([&](int r, int w) {
+    std::vector<int> fds;
+    sockaddr_in to = FirstAddress(handle);
+    for (int i = 0; i < 300; ++i) {
+      int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      (void)connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to));
+      fds.push_back(fd);
+    }
+    usleep(200000);
+    WriteAll(w, "s", 1);
+    char c;
+    (void)read(r, &c, 1);  // silent until the test is over
+    return 0;
+  });
+  char c;
+  ReadAll(strangers.from_child(), &c, 1);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(OpenDescriptors() + 12);
+  ASSERT_LT(low.rlim_cur, 300u);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  WriteAll(real.to_child(), "g", 1);
+  ExpectRealMessage(peer, lc);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  EXPECT_EQ(real.Wait(), 0);
+  WriteAll(strangers.to_child(), "x", 1);
+  strangers.Wait();
+  peer.net()->closeListen(lc);
 }
 
 }  // namespace
