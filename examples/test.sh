@@ -26,3 +26,9 @@ if [ "${FF_SKIP_TSAN:-0}" != 1 ]; then
     ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 \
       -LE "root|fabric|failover|bench|probe" -E "ThousandsOfRandomSized"
 fi
+
+if [ "${FF_SKIP_FUZZ:-0}" != 1 ]; then
+  # libFuzzer (clang): frame headers, listen handles, hellos/rejoins, topology JSON, statistics files,
+  # 30 s each; skips with a message where clang or libFuzzer is missing.
+  bash tests/fuzz/run_fuzz.sh 30
+fi
