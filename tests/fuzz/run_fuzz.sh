@@ -24,9 +24,10 @@ if ! clang++ -fsanitize=fuzzer,address "$probe/p.cc" -o "$probe/p" 2>"$probe/err
   exit 0
 fi
 
+mkdir -p "$build"
 # Warnings are not errors here: this build exists to find crashes, with another compiler than CI's.
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFF_FUZZ=ON \
-  -DFF_WERROR=OFF >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+  -DFF_WERROR=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j"${FF_FUZZ_JOBS:-2}" --target "${targets[@]}"
 
 failed=0
