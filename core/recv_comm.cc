@@ -11,20 +11,56 @@
 namespace ff {
 
 RecvComm::RecvComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& opts, std::string peer)
-    : Comm(std::move(paths), opts, std::move(peer)) {}
+    : Comm(std::move(paths), opts, std::move(peer)), parked_(static_cast<size_t>(path_count())) {}
 
-void RecvComm::AdoptRejoins() {
+bool RecvComm::AdoptRejoins() {
+  const uint64_t now = NowNs();
   std::vector<ReconnectInbox::Arrival> arrivals;
-  if (!opts_.reconnect_inbox->Take(&arrivals)) return;
-  for (auto& a : arrivals) {
-    if (a.index < 0 || a.index >= path_count()) continue;
-    const bool was_alive = paths_[static_cast<size_t>(a.index)]->alive();
-    ReplacePath(a.index, std::move(a.path));
-    // Whatever the old path was receiving is gone with it; the sender re-sent that chunk.
-    path_entry_[static_cast<size_t>(a.index)] = nullptr;
-    FF_WARN("path %d from %s reconnected (failback)%s; receiving on %s", a.index, peer_.c_str(),
-            was_alive ? ", replacing a stream the sender had given up on" : "", DescribeAlive().c_str());
+  if (opts_.reconnect_inbox->Take(&arrivals)) {
+    for (auto& a : arrivals) {
+      if (a.index < 0 || a.index >= path_count()) continue;
+      ParkedRejoin& pr = parked_[static_cast<size_t>(a.index)];
+      if (pr.path == nullptr) ++parked_count_;  // a newer rejoin for the same path supersedes the parked one
+      pr.path = std::move(a.path);
+      pr.peer = std::move(a.peer);
+      pr.since_ns = now;
+      Path& old = *paths_[static_cast<size_t>(a.index)];
+      if (old.alive() && old.CanQueue()) {
+        const AckMsg probe{acked_, 0, 0};  // repeats what the sender already has: harmless if it is live
+        QueueControl(old, FrameType::kAck, &probe, sizeof(probe));
+      }
+    }
   }
+  if (parked_count_ == 0) return true;
+  for (int i = 0; i < path_count(); ++i) {
+    ParkedRejoin& pr = parked_[static_cast<size_t>(i)];
+    if (pr.path == nullptr) continue;
+    Path& old = *paths_[static_cast<size_t>(i)];
+    if (old.alive()) {
+      // Learn the old stream's fate now: the reset answering the probe, an end of stream, an error.
+      if (const int err = old.PendingError(); err != 0) {
+        if (!PathDown(old, ErrnoMessage("path reset", err))) return false;
+      } else if (!HandlePump(old, old.Poll(*this))) {
+        return false;
+      }
+    }
+    if (old.alive()) {
+      if (now - pr.since_ns < kRejoinHoldNs) continue;
+      ++rejoins_refused_;
+      FF_WARN("refused a rejoin of path %d from %s: that path is alive here (%s) and answered for %llu ms; a "
+              "live path is never replaced",
+              i, pr.peer.c_str(), old.Describe().c_str(), static_cast<unsigned long long>(kRejoinHoldNs / 1'000'000));
+      pr.path.reset();
+      --parked_count_;
+      continue;
+    }
+    ReplacePath(i, std::move(pr.path));
+    --parked_count_;
+    // Whatever the old path was receiving is gone with it; the sender re-sent that chunk.
+    path_entry_[static_cast<size_t>(i)] = nullptr;
+    FF_WARN("path %d from %s reconnected (failback); receiving on %s", i, pr.peer.c_str(), DescribeAlive().c_str());
+  }
+  return true;
 }
 
 Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out) {
@@ -344,7 +380,7 @@ Status RecvComm::Progress() {
       }
     }
     opts_.reconnect_inbox->Poll(NowNs());
-    AdoptRejoins();
+    if (!AdoptRejoins()) return error_;
   }
   if (!CheckHealth()) return error_;
   if (expecting) ReportIfStuck(NowNs());

@@ -31,8 +31,12 @@ class RecvComm final : public Comm {
   bool SendAck(bool all_paths, bool republish);
   bool SendPathEvent(int path, PathEvent event);
   void SendAbort(AbortReason reason, uint64_t seq);
-  // Takes the paths the sender reconnected (failback) in place of the failed ones.
-  void AdoptRejoins();
+  // Takes the paths the sender reconnected (failback) in place of failed ones. A rejoin for a path
+  // that is alive here is parked: the old stream is probed (an acknowledgement: a sender that gave
+  // the stream up answers with a reset) and the rejoin adopted once the old path fails, or refused
+  // after kRejoinHoldNs - a live path is never replaced. False when the communicator failed.
+  bool AdoptRejoins();
+  uint64_t rejoins_refused() const { return rejoins_refused_; }
   // Logs the loss and tells the sender on the paths left, so it fails over without waiting.
   void OnPathLost(Path& p, const std::string& why, uint64_t silent_ns) override;
   // The receiver cannot steer: it tells the sender, which drains the path.
@@ -66,6 +70,15 @@ class RecvComm final : public Comm {
   void OnFailed() override;
   std::bitset<kDoneWindow> done_bits_;
   bool reconnect_info_sent_ = false;  // told to the sender once (kReconnectInfo)
+  struct ParkedRejoin {
+    std::unique_ptr<Path> path;  // null: none parked for this path
+    std::string peer;
+    uint64_t since_ns = 0;
+  };
+  static constexpr uint64_t kRejoinHoldNs = 1'000'000'000;
+  std::vector<ParkedRejoin> parked_;  // one slot per path, sized at construction
+  int parked_count_ = 0;
+  uint64_t rejoins_refused_ = 0;
   std::array<RecvEntry*, 64> path_entry_{};
   std::array<RecvRequest*, 64> path_req_{};
   std::array<uint64_t, 64> path_offset_{};  // offset of the chunk each path is receiving

@@ -22,14 +22,14 @@ void SealHeader(FrameHeader* h) {
   h->checksum = HeaderChecksum(*h);
 }
 
-FrameHeader MakeHello(uint64_t conn_id, uint64_t secret, int path_count, int path_index, uint64_t chunk_bytes,
-                      uint32_t sla_us, uint16_t flags) {
+FrameHeader MakeHello(uint64_t conn_id, int path_count, int path_index, uint64_t chunk_bytes, uint32_t sla_us,
+                      uint16_t flags) {
   HelloFrame hf{};
   hf.type = static_cast<uint8_t>(FrameType::kHello);
   hf.path_unused = static_cast<uint16_t>(path_index);
   hf.path_index = path_index;
+  hf.length = sizeof(HelloAuth);
   hf.conn_id = conn_id;
-  hf.secret = secret;
   hf.path_count = static_cast<uint64_t>(path_count);
   hf.chunk_bytes = chunk_bytes;
   hf.sla_us = sla_us;
@@ -72,6 +72,7 @@ std::string ValidateHeader(const FrameHeader& h) {
                std::to_string(kMaxDescriptorsPerAck) + ")";
       return {};
     case FrameType::kHello:
+      return exact(sizeof(HelloAuth));
     case FrameType::kAckRequest:
       return exact(0);
     case FrameType::kAbort:

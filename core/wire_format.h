@@ -9,6 +9,14 @@
 //     (the receiver places the chunk) and RDMA WRITE (the sender places it).
 //   - Acknowledgements are batched: one kAck carries the cumulative acknowledgement and any number of
 //     new descriptors; data frames say whether their sender waits on the acknowledgement.
+// Version 3. What changed from version 2, and why:
+//   - A hello is followed by a HelloAuth payload (nonce, counter, HMAC-SHA256) and no longer carries
+//     the listen handle's secret in plaintext: in v2 anyone who saw one hello knew the secret and the
+//     connection id, and could take over a live path through the rejoin listener at any time (the
+//     checksum is unkeyed). Now each hello proves knowledge of a per-connection key derived from the
+//     secret and the connection's nonce (plugin/hello_auth.h), and rejoins carry a counter the
+//     receiver checks against a replay window. The header layout is unchanged; the hello's length
+//     and meaning are not, so a v2 peer must be refused by version rather than misread.
 // Both ends must run the same version: a mismatch is refused at the first header.
 #pragma once
 
@@ -19,14 +27,14 @@
 namespace ff {
 
 constexpr uint32_t kFrameMagic = 0x46464658;  // "XFFF" little-endian
-constexpr uint8_t kWireVersion = 2;
+constexpr uint8_t kWireVersion = 3;
 constexpr uint64_t kMaxMessageBytes = 1ull << 40;
 constexpr uint32_t kMaxFramePayload = 64u << 20;
 
 enum class FrameType : uint8_t {
   kData = 1,   // one chunk of message `seq`: [offset, offset+length) of `total` bytes; payload follows
   kAck = 2,    // payload AckMsg + AckMsg::descriptors RecvDescriptor
-  kHello = 3,  // first frame on a new path; no payload; fields: see HelloFrame
+  kHello = 3,  // first frame on a new path; payload HelloAuth; fields: see HelloFrame
   kAbort = 4,  // payload AbortMsg: the receiver gives up on the communicator
   // Receiver -> sender, once per connection: where a failed path may reconnect. Payload ReconnectInfo.
   kReconnectInfo = 5,
@@ -75,7 +83,7 @@ struct HelloFrame {
   int32_t path_index;  // which path of the connection this stream is
   uint32_t length;     // 0
   uint64_t conn_id;
-  uint64_t secret;     // from the listen handle
+  uint64_t reserved_zero;  // v2 carried the listen handle's secret here in plaintext; v3 sends 0
   uint64_t path_count;
   uint64_t chunk_bytes;  // the sender's configured chunk size (both ends chunk alike)
   uint32_t sla_us;
@@ -87,6 +95,17 @@ struct HelloFrame {
 static_assert(sizeof(HelloFrame) == sizeof(FrameHeader), "HelloFrame is a view of the header");
 static_assert(offsetof(HelloFrame, checksum) == offsetof(FrameHeader, checksum), "same checksum position");
 static_assert(offsetof(HelloFrame, flags) == offsetof(FrameHeader, flags), "same flags position");
+
+// Follows every hello. The MAC is HMAC-SHA256 under the connection key (plugin/hello_auth.h) over
+// the 64 header bytes and the 32 bytes of this struct before `mac`.
+struct HelloAuth {
+  uint64_t nonce;    // first paths: the connection's nonce (the same on each); rejoins: fresh per attempt
+  uint64_t counter;  // first paths: 0; rejoins: the sender's rejoin counter for the connection, from 1
+  uint8_t reserved[16];
+  uint8_t mac[32];
+};
+static_assert(sizeof(HelloAuth) == 64, "HelloAuth is a wire format");
+static_assert(offsetof(HelloAuth, mac) == 32, "the MAC covers what precedes it");
 
 // One posted receive buffer, published by the receiver.
 struct RecvDescriptor {
@@ -127,9 +146,9 @@ static_assert(sizeof(AbortMsg) == 16, "AbortMsg is a wire format");
 uint32_t HeaderChecksum(const FrameHeader& h);
 void SealHeader(FrameHeader* h);  // fills magic, version and checksum
 
-// A sealed hello header.
-FrameHeader MakeHello(uint64_t conn_id, uint64_t secret, int path_count, int path_index, uint64_t chunk_bytes,
-                      uint32_t sla_us, uint16_t flags);
+// A sealed hello header (length = sizeof(HelloAuth)); its payload is made by plugin/hello_auth.h.
+FrameHeader MakeHello(uint64_t conn_id, int path_count, int path_index, uint64_t chunk_bytes, uint32_t sla_us,
+                      uint16_t flags);
 HelloFrame AsHello(const FrameHeader& h);
 
 // Returns an empty string when the header is well-formed, else what is wrong with it. Control

@@ -37,3 +37,9 @@ if [ "${FF_VM_LANE:-1}" != 0 ]; then
   cmake -S tests/vm -B "${FF_VM_BUILD_DIR:-build-vm}" >/dev/null
   ctest --test-dir "${FF_VM_BUILD_DIR:-build-vm}" -L vm --output-on-failure --timeout 900
 fi
+
+if [ "${FF_SKIP_FUZZ:-0}" != 1 ]; then
+  # libFuzzer (clang): frame headers, listen handles, hellos/rejoins, topology JSON, statistics files,
+  # 30 s each; skips with a message where clang or libFuzzer is missing.
+  bash tests/fuzz/run_fuzz.sh 30
+fi

@@ -229,6 +229,10 @@ std::optional<Topology> ParseTopologyJson(std::string_view text, std::string* er
   } catch (const json::parse_error& e) {
     if (error) *error = std::string("not valid JSON: ") + e.what();
     return std::nullopt;
+  } catch (const json::exception& e) {
+    // e.g. out_of_range 406 for a number beyond double ("1e400"): the parser throws it, not parse_error.
+    if (error) *error = std::string("not valid JSON (numbers must fit a double): ") + e.what();
+    return std::nullopt;
   }
   try {
     return Parse(doc, warnings);

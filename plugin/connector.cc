@@ -31,13 +31,15 @@ struct PathAttempt {
   uint16_t sport_lo = 0;
   uint16_t sport_hi = 0;
   enum class Stage { kConnecting, kHello, kDone, kAbsent } stage = Stage::kConnecting;
-  FrameHeader hello{};
+  HelloWire hello{};
   uint32_t sent = 0;
 };
 
 struct PendingConnect {
   ListenHandle handle;
   uint64_t conn_id = 0;
+  uint64_t conn_nonce = 0;
+  ConnectionKey key{};  // signs this connection's hellos and, later, its rejoins
   int tos = -1;
   uint64_t pacing_bytes_per_s = 0;  // per path; 0 unpaced
   NetContext* ctx = nullptr;
@@ -93,8 +95,10 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     auto fresh = std::make_unique<PendingConnect>();
     Status ds = DecodeHandle(handle, &fresh->handle);
     if (!ds.ok()) return ds;
-    if (getrandom(&fresh->conn_id, sizeof(fresh->conn_id), 0) != sizeof(fresh->conn_id))
+    if (getrandom(&fresh->conn_id, sizeof(fresh->conn_id), 0) != sizeof(fresh->conn_id) ||
+        getrandom(&fresh->conn_nonce, sizeof(fresh->conn_nonce), 0) != sizeof(fresh->conn_nonce))
       return SystemError(ErrnoMessage("getrandom", errno));
+    fresh->key = DeriveConnectionKey(fresh->handle.secret, fresh->conn_id, fresh->conn_nonce);
     fresh->deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.connect_timeout_ms);
     TaskProfile& task = st.task();
     sla::TrafficClassInputs tci;
@@ -132,8 +136,8 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       a.remote = fresh->plan.paths[i].remote;
       a.sport_lo = fresh->plan.paths[i].sport_lo;
       a.sport_hi = fresh->plan.paths[i].sport_hi;
-      a.hello = MakeHello(fresh->conn_id, fresh->handle.secret, npaths, i, static_cast<uint64_t>(cfg.chunk_bytes),
-                          task.sla_us, 0);
+      a.hello = MakeSignedHello(fresh->key, fresh->conn_id, fresh->conn_nonce, npaths, i,
+                                static_cast<uint64_t>(cfg.chunk_bytes), task.sla_us);
       Status s = StartPath(a);
       if (!s.ok()) return s;
       fresh->paths.push_back(std::move(a));
@@ -194,7 +198,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       a.stage = PathAttempt::Stage::kHello;
     }
     if (a.stage == PathAttempt::Stage::kHello) {
-      iovec iov{reinterpret_cast<char*>(&a.hello) + a.sent, sizeof(FrameHeader) - a.sent};
+      iovec iov{reinterpret_cast<char*>(&a.hello) + a.sent, sizeof(HelloWire) - a.sent};
       ssize_t w = tcp::SendSome(a.socket.fd(), &iov, 1);
       if (w < 0) {
         Status s = RemoteError(ErrnoMessage("hello to " + tcp::PeerToString(a.remote), errno));
@@ -202,7 +206,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
         return s;
       }
       a.sent += static_cast<uint32_t>(w);
-      if (a.sent == sizeof(FrameHeader)) a.stage = PathAttempt::Stage::kDone;
+      if (a.sent == sizeof(HelloWire)) a.stage = PathAttempt::Stage::kDone;
     }
     if (a.stage == PathAttempt::Stage::kDone && pc->first_done == std::chrono::steady_clock::time_point{})
       pc->first_done = now;
@@ -260,7 +264,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     so.max_pacing_bytes_per_s = pc->pacing_bytes_per_s;
     std::vector<PathEndpoint> endpoints;
     for (const auto& a : pc->paths) endpoints.push_back(PathEndpoint{a.local, a.remote, a.sport_lo, a.sport_hi});
-    opts.reconnector = std::make_shared<TcpReconnector>(pc->conn_id, pc->handle.secret,
+    opts.reconnector = std::make_shared<TcpReconnector>(pc->conn_id, pc->key,
                                                         static_cast<int>(pc->paths.size()), opts.chunk_bytes,
                                                         opts.sla_us, std::move(endpoints), so, cfg.link_events);
   }

@@ -81,72 +81,103 @@ void ListenComm::Reject(PendingHello& p, const std::string& why) {
   p.socket.reset();
 }
 
+void ListenComm::RememberStarted(uint64_t conn_id) {
+  started_[started_count_++ % started_.size()] = conn_id;
+}
+
+void ListenComm::Admit(PendingHello& p, uint64_t now) {
+  const FrameHeader& hh = p.hello.header;
+  std::string bad = ValidateHeader(hh);
+  if (bad.empty() && hh.type != static_cast<uint8_t>(FrameType::kHello)) bad = "first frame is not a hello";
+  if (bad.empty() && (hh.flags & kHelloFlagRejoin)) bad = "a rejoin hello belongs on the rejoin listener";
+  if (!bad.empty()) {
+    Reject(p, "malformed hello (" + bad + ")");
+    return;
+  }
+  const HelloFrame hf = AsHello(hh);
+  // The key depends on the connection's nonce; the MAC proves the sender holds the handle's secret.
+  const ConnectionKey key = DeriveConnectionKey(secret_, hf.conn_id, p.hello.auth.nonce);
+  if (!VerifyHelloMac(key, p.hello) || p.hello.auth.counter != 0) {
+    Reject(p, "hello not signed with this listen handle's secret: not a peer this handle was given to");
+    return;
+  }
+  const int npaths = static_cast<int>(std::min<uint64_t>(hf.path_count, 1024));
+  const int index = hf.path_index;
+  if (npaths < 1 || npaths > 16 || index < 0 || index >= npaths) {
+    Reject(p, "hello with path " + std::to_string(index) + " of " + std::to_string(hf.path_count) +
+                  " (accepted: 1 to 16 paths)");
+    return;
+  }
+  const auto started_end = started_.begin() + std::min(started_count_, started_.size());
+  if (std::find(started_.begin(), started_end, hf.conn_id) != started_end) {
+    Reject(p, "path " + std::to_string(index) + " of connection " + std::to_string(hf.conn_id) +
+                  " arrived after the connection started (or was dropped) without it; it joins through failback");
+    return;
+  }
+  auto [it, fresh] = groups_.try_emplace(hf.conn_id);
+  Group& g = it->second;
+  if (fresh) {
+    g.first_ns = now;
+    g.npaths = npaths;
+    g.streams.resize(static_cast<size_t>(npaths));
+    g.chunk_bytes = hf.chunk_bytes;
+    g.sla_us = hf.sla_us;
+    g.conn_nonce = p.hello.auth.nonce;
+    g.key = key;
+  }
+  if (g.npaths != npaths || g.conn_nonce != p.hello.auth.nonce || g.streams[static_cast<size_t>(index)] != nullptr ||
+      g.chunk_bytes < 4096 || g.chunk_bytes > (64u << 20)) {
+    Reject(p, "inconsistent hello for connection " + std::to_string(hf.conn_id));
+    if (fresh) groups_.erase(it);
+    return;
+  }
+  g.peers.push_back(p.peer);
+  std::string desc = tcp::PeerToString(p.peer);
+  g.streams[static_cast<size_t>(index)] = std::make_unique<tcp::TcpStream>(std::move(p.socket), desc);
+  ++g.arrived;
+}
+
+bool ListenComm::ExpireIfDead(std::map<uint64_t, Group>::iterator it, uint64_t now) {
+  Group& g = it->second;
+  for (const auto& s : g.streams)
+    if (s != nullptr && !tcp::PeerHasClosed(s->fd())) return false;
+  const uint64_t timeout_ns = uint64_t(PluginState::Get().config().connect_timeout_ms) * 1'000'000;
+  if (now - g.first_ns < timeout_ns) return true;  // held (never started) until the sender gives up too
+  FF_WARN("dropped connection %llu: %d of its %d path(s) arrived and closed, the others never came within "
+          "FLEXIFORCE_CONNECT_TIMEOUT_MS (%llu ms)",
+          static_cast<unsigned long long>(it->first), g.arrived, g.npaths,
+          static_cast<unsigned long long>(timeout_ns / 1'000'000));
+  RememberStarted(it->first);
+  groups_.erase(it);
+  return true;
+}
+
 Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
   const uint64_t now = NowNs();
   const uint64_t timeout_ns = uint64_t(PluginState::Get().config().peer_timeout_ms) * 1'000'000;
   for (auto& l : listeners_) {
-    for (;;) {
-      PendingHello p;
-      Status s = tcp::AcceptOne(l.fd(), &p.socket, &p.peer);
-      if (!s.ok()) return s;
-      if (!p.socket.valid()) break;
-      p.deadline_ns = now + timeout_ns;
-      pending_.push_back(std::move(p));
-    }
+    Status s = pending_.AcceptFrom(l.fd(), now, now + timeout_ns);
+    if (!s.ok()) return s;
   }
-  for (auto& p : pending_) {
+  for (auto& p : pending_.items()) {
     if (!p.socket.valid()) continue;
     std::string why;
     const PendingHello::Progress hp = p.Read(now, &why);
     if (hp == PendingHello::Progress::kFailed) Reject(p, why);
-    if (hp != PendingHello::Progress::kComplete) continue;
-    std::string bad = ValidateHeader(p.hello);
-    if (bad.empty() && p.hello.type != static_cast<uint8_t>(FrameType::kHello)) bad = "first frame is not a hello";
-    if (!bad.empty()) {
-      Reject(p, "malformed hello (" + bad + ")");
-      continue;
-    }
-    if (p.hello.offset != secret_) {
-      Reject(p, "wrong secret: not a peer this listen handle was given to");
-      continue;
-    }
-    const int npaths = static_cast<int>(p.hello.total);
-    const int index = p.hello.tag;
-    if (npaths < 1 || npaths > 16 || index < 0 || index >= npaths) {
-      Reject(p, "hello with path " + std::to_string(index) + " of " + std::to_string(npaths));
-      continue;
-    }
-    const auto partial_end = started_partial_.begin() + std::min(started_partial_count_, started_partial_.size());
-    if (std::find(started_partial_.begin(), partial_end, p.hello.seq) != partial_end) {
-      Reject(p, "path " + std::to_string(index) + " of connection " + std::to_string(p.hello.seq) +
-                    " arrived after the connection started without it; it joins through failback");
-      continue;
-    }
-    Group& g = groups_[p.hello.seq];
-    if (g.npaths == 0) {
-      g.first_ns = now;
-      g.npaths = npaths;
-      g.streams.resize(npaths);
-      g.chunk_bytes = p.hello.task_hash;
-      g.sla_us = p.hello.sla_us;
-    }
-    if (g.npaths != npaths || g.streams[index] != nullptr || g.chunk_bytes < 4096 || g.chunk_bytes > (64u << 20)) {
-      Reject(p, "inconsistent hello for connection " + std::to_string(p.hello.seq));
-      continue;
-    }
-    std::string desc = tcp::PeerToString(p.peer);
-    g.streams[index] = std::make_unique<tcp::TcpStream>(std::move(p.socket), desc);
-    ++g.arrived;
+    if (hp == PendingHello::Progress::kComplete) Admit(p, now);
   }
-  std::erase_if(pending_, [](const PendingHello& p) { return !p.socket.valid(); });
+  pending_.Sweep();
 
   const uint64_t grace_ns = static_cast<uint64_t>(
       std::chrono::nanoseconds(PathSetupGrace(PluginState::Get().config().connect_timeout_ms)).count());
-  for (auto it = groups_.begin(); it != groups_.end(); ++it) {
-    Group& g = it->second;
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    auto cur = it++;
+    Group& g = cur->second;
     const bool partial = g.arrived < g.npaths;
     if (partial && now - g.first_ns < grace_ns) continue;
+    if (partial && ExpireIfDead(cur, now)) continue;
+    it = cur;
     std::vector<std::unique_ptr<Path>> paths;
     int first_present = -1;
     std::string received_name;
@@ -190,13 +221,13 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
       tcp::PathSocketOptions so;
       so.buffer_bytes = static_cast<int>(PluginState::Get().config().socket_buffer_bytes);
       so.user_timeout_ms = PluginState::Get().config().peer_timeout_ms;
-      opts.reconnect_inbox = std::make_shared<TcpReconnectInbox>(it->first, secret_, g.npaths, so);
+      opts.reconnect_inbox = std::make_shared<TcpReconnectInbox>(it->first, g.key, g.npaths, g.peers, so);
     }
     std::string peer = paths[static_cast<size_t>(first_present)]->Describe();
     *out = std::make_unique<RecvComm>(std::move(paths), opts, peer);
     FF_PROBE(accept, opts.task_hash, peer.c_str(), g.arrived, opts.sla_us, -1);
+    RememberStarted(it->first);
     if (partial) {
-      started_partial_[started_partial_count_++ % started_partial_.size()] = it->first;
       FF_WARN("accepted connection from %s with %d of %d path(s): the others did not arrive within %llu ms of the "
               "first; they join through failback",
               peer.c_str(), g.arrived, g.npaths, static_cast<unsigned long long>(grace_ns / 1'000'000));

@@ -1,4 +1,4 @@
-// Listening side: one socket per local interface; admits only paths that present the handle's secret.
+// Listening side: one socket per local interface; admits only paths whose hello is signed with a key derived from the handle's secret.
 #pragma once
 
 #include <array>
@@ -29,11 +29,15 @@ class ListenComm {
   // Non-blocking: *out stays nullptr until every path of one connection has arrived.
   Status Accept(std::unique_ptr<RecvComm>* out);
   uint64_t rejected() const { return rejected_; }
+  size_t groups_waiting() const { return groups_.size(); }
 
  private:
   struct Group {
     int npaths = 0;
     int arrived = 0;
+    uint64_t conn_nonce = 0;
+    ConnectionKey key{};
+    std::vector<sockaddr_storage> peers;  // where the arrived paths came from: rejoins must too
     uint64_t chunk_bytes = 0;
     uint32_t sla_us = 0;
     uint64_t task_hash = 0;
@@ -43,16 +47,22 @@ class ListenComm {
   };
 
   void Reject(PendingHello& p, const std::string& why);
+  // Admits one complete hello into its connection's group, or rejects it.
+  void Admit(PendingHello& p, uint64_t now_ns);
+  // A partial group all of whose arrived paths have closed is no connection: it is never started,
+  // and it is dropped (sockets freed, one WARN) FLEXIFORCE_CONNECT_TIMEOUT_MS after its first path.
+  bool ExpireIfDead(std::map<uint64_t, Group>::iterator it, uint64_t now_ns);
+  void RememberStarted(uint64_t conn_id);
 
   NetContext* ctx_ = nullptr;
   uint64_t secret_ = 0;
   std::vector<tcp::Socket> listeners_;
-  std::vector<PendingHello> pending_;
+  PendingHellos pending_{"listener"};
   std::map<uint64_t, Group> groups_;
-  // Connections accepted without some of their paths: a late hello for one of them is refused (the
-  // sender then reconnects that path through failback), never taken for a new connection.
-  std::array<uint64_t, 64> started_partial_{};
-  size_t started_partial_count_ = 0;  // entries written (the ring holds the last 64)
+  // Connections accepted or dropped here: a late (or replayed) hello for one of them is refused (the
+  // sender reconnects a missing path through failback), never taken for a new connection.
+  std::array<uint64_t, 64> started_{};
+  size_t started_count_ = 0;  // entries written (the ring holds the last 64)
   uint64_t rejected_ = 0;
 };
 

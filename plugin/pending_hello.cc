@@ -3,13 +3,22 @@
 
 #include <cerrno>
 
+#include "base/logging.h"
 #include "base/status.h"
 
 namespace ff {
 
 PendingHello::Progress PendingHello::Read(uint64_t now_ns, std::string* why) {
-  while (got < sizeof(FrameHeader)) {
-    ssize_t r = tcp::RecvSome(socket.fd(), reinterpret_cast<char*>(&hello) + got, sizeof(FrameHeader) - got);
+  for (;;) {
+    uint32_t want = sizeof(FrameHeader);
+    if (got >= sizeof(FrameHeader)) {
+      // The payload is read only behind a header that announces exactly a HelloAuth.
+      if (!ValidateHeader(hello.header).empty() || hello.header.type != static_cast<uint8_t>(FrameType::kHello))
+        return Progress::kComplete;
+      want = sizeof(HelloWire);
+    }
+    if (got >= want) return Progress::kComplete;
+    ssize_t r = tcp::RecvSome(socket.fd(), reinterpret_cast<char*>(&hello) + got, want - got);
     if (r > 0) {
       got += static_cast<uint32_t>(r);
       continue;
@@ -22,7 +31,67 @@ PendingHello::Progress PendingHello::Read(uint64_t now_ns, std::string* why) {
     }
     return Progress::kFailed;
   }
-  return Progress::kComplete;
+}
+
+}  // namespace ff
+
+namespace ff {
+
+bool PendingHellos::EvictOldest() {
+  for (auto& p : items_) {
+    if (!p.socket.valid()) continue;
+    p.socket.reset();
+    ++shed_total_;
+    ++shed_since_log_;
+    return true;
+  }
+  return false;
+}
+
+void PendingHellos::NoteShed(int err, uint64_t now_ns) {
+  if (logged_once_ && now_ns - last_log_ns_ < kLogIntervalNs) return;
+  logged_once_ = true;
+  last_log_ns_ = now_ns;
+  FF_WARN("%s: %s; shedding load (%llu stranger connection(s) closed since the last report, at most %zu are "
+          "kept waiting for their hello); the listener keeps serving",
+          who_, err != 0 ? ErrnoMessage("accept", err).c_str() : "too many connections without a hello",
+          static_cast<unsigned long long>(shed_since_log_), kMaxPending);
+  shed_since_log_ = 0;
+}
+
+Status PendingHellos::AcceptFrom(int listen_fd, uint64_t now_ns, uint64_t deadline_ns) {
+  for (int n = 0; n < kMaxAcceptsPerCall; ++n) {
+    PendingHello p;
+    int err = 0;
+    Status s = tcp::AcceptOne(listen_fd, &p.socket, &p.peer, &err);
+    if (!s.ok()) return s;
+    if (!p.socket.valid()) {
+      if (err == 0) break;  // nothing waiting
+      // Out of descriptors: the connection stays queued in the kernel; free one and try again.
+      const bool retry = tcp::IsResourceAcceptError(err) && EvictOldest();
+      NoteShed(err, now_ns);
+      if (retry) {
+        Sweep();
+        continue;
+      }
+      if (tcp::IsResourceAcceptError(err)) break;  // nothing of ours to free: try on the next call
+      continue;                                     // that connection failed; others may wait
+    }
+    size_t live = 0;
+    for (const auto& q : items_) live += q.socket.valid() ? 1 : 0;
+    if (live >= kMaxPending) {
+      EvictOldest();
+      Sweep();
+      NoteShed(0, now_ns);
+    }
+    p.deadline_ns = deadline_ns;
+    items_.push_back(std::move(p));
+  }
+  return Status::Ok();
+}
+
+void PendingHellos::Sweep() {
+  std::erase_if(items_, [](const PendingHello& p) { return !p.socket.valid(); });
 }
 
 }  // namespace ff

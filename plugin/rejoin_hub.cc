@@ -1,6 +1,7 @@
 // Rejoin listener: accept, read the 64-byte hello, check connection id and secret, hand over the socket.
 #include "plugin/rejoin_hub.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/logging.h"
@@ -40,9 +41,15 @@ Status RejoinHub::Ensure(uint16_t* port) {
   return Status::Ok();
 }
 
-void RejoinHub::Register(uint64_t conn_id, uint64_t secret, int npaths, RejoinMailbox* box) {
+void RejoinHub::Register(uint64_t conn_id, const ConnectionKey& key, int npaths, std::vector<sockaddr_storage> peers,
+                         RejoinMailbox* box) {
   std::lock_guard<std::mutex> lock(mu_);
-  targets_[conn_id] = Target{secret, npaths, box};
+  Target t;
+  t.key = key;
+  t.npaths = npaths;
+  t.box = box;
+  t.peers = std::move(peers);
+  targets_[conn_id] = std::move(t);
   registered_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -66,47 +73,64 @@ void RejoinHub::Poll(uint64_t now_ns) {
   last_poll_ns_.store(now_ns, std::memory_order_relaxed);
   const uint64_t timeout_ns = uint64_t(PluginState::Get().config().peer_timeout_ms) * 1'000'000;
   for (auto& l : listeners_) {
-    for (;;) {
-      PendingHello p;
-      if (!tcp::AcceptOne(l.fd(), &p.socket, &p.peer).ok() || !p.socket.valid()) break;
-      p.deadline_ns = now_ns + timeout_ns;
-      pending_.push_back(std::move(p));
-    }
+    // An unusable listening socket only costs failback through it; receive progress goes on.
+    if (!pending_.AcceptFrom(l.fd(), now_ns, now_ns + timeout_ns).ok()) continue;
   }
-  for (auto& p : pending_) {
+  for (auto& p : pending_.items()) {
+    if (!p.socket.valid()) continue;
     std::string why;
     const PendingHello::Progress hp = p.Read(now_ns, &why);
     if (hp == PendingHello::Progress::kFailed) Reject(p, why);
-    if (hp != PendingHello::Progress::kComplete) continue;
-    std::string bad = ValidateHeader(p.hello);
-    if (bad.empty() && (p.hello.type != static_cast<uint8_t>(FrameType::kHello) || !(p.hello.flags & kHelloFlagRejoin)))
-      bad = "first frame is not a rejoin hello";
-    if (!bad.empty()) {
-      Reject(p, "malformed hello (" + bad + ")");
-      continue;
-    }
-    auto it = targets_.find(p.hello.seq);
-    if (it == targets_.end()) {
-      Reject(p, "connection " + std::to_string(p.hello.seq) + " is unknown here (closed, or never accepted)");
-      continue;
-    }
-    if (it->second.secret != p.hello.offset) {
-      Reject(p, "wrong secret for connection " + std::to_string(p.hello.seq));
-      continue;
-    }
-    if (p.hello.tag < 0 || p.hello.tag >= it->second.npaths) {
-      Reject(p, "path " + std::to_string(p.hello.tag) + " of a " + std::to_string(it->second.npaths) +
-                    "-path connection");
-      continue;
-    }
-    RejoinMailbox& box = *it->second.box;
-    {
-      std::lock_guard<std::mutex> bl(box.mu);
-      box.arrivals.push_back(RejoinMailbox::Arrival{p.hello.tag, std::move(p.socket), tcp::PeerToString(p.peer)});
-    }
-    box.pending.store(true, std::memory_order_release);
+    if (hp == PendingHello::Progress::kComplete) Admit(p);
   }
-  std::erase_if(pending_, [](const PendingHello& p) { return !p.socket.valid(); });
+  pending_.Sweep();
+}
+
+void RejoinHub::Admit(PendingHello& p) {
+  const FrameHeader& hh = p.hello.header;
+  std::string bad = ValidateHeader(hh);
+  if (bad.empty() && (hh.type != static_cast<uint8_t>(FrameType::kHello) || !(hh.flags & kHelloFlagRejoin)))
+    bad = "first frame is not a rejoin hello";
+  if (!bad.empty()) {
+    Reject(p, "malformed hello (" + bad + ")");
+    return;
+  }
+  const HelloFrame hf = AsHello(hh);
+  auto it = targets_.find(hf.conn_id);
+  if (it == targets_.end()) {
+    Reject(p, "connection " + std::to_string(hf.conn_id) + " is unknown here (closed, or never accepted)");
+    return;
+  }
+  Target& t = it->second;
+  if (!VerifyHelloMac(t.key, p.hello)) {
+    Reject(p, "rejoin for connection " + std::to_string(hf.conn_id) + " is not signed with its key (forged)");
+    return;
+  }
+  // Marked once authentic, even if refused below: an authentic rejoin captured now must not be
+  // replayable later, when the path has failed.
+  if (!t.window.Accept(p.hello.auth.counter)) {
+    Reject(p, "rejoin counter " + std::to_string(p.hello.auth.counter) + " for connection " +
+                  std::to_string(hf.conn_id) + " was seen before or is too old (replayed)");
+    return;
+  }
+  if (hf.path_index < 0 || hf.path_index >= t.npaths || static_cast<int>(hf.path_count) != t.npaths) {
+    Reject(p, "path " + std::to_string(hf.path_index) + " of a " + std::to_string(t.npaths) + "-path connection");
+    return;
+  }
+  const bool known_source = std::any_of(t.peers.begin(), t.peers.end(), [&](const sockaddr_storage& a) {
+    return tcp::SameAddressIgnoringPort(a, p.peer);
+  });
+  if (!known_source) {
+    Reject(p, "rejoin for connection " + std::to_string(hf.conn_id) +
+                  " comes from an address none of its first paths came from");
+    return;
+  }
+  RejoinMailbox& box = *t.box;
+  {
+    std::lock_guard<std::mutex> bl(box.mu);
+    box.arrivals.push_back(RejoinMailbox::Arrival{hf.path_index, std::move(p.socket), tcp::PeerToString(p.peer)});
+  }
+  box.pending.store(true, std::memory_order_release);
 }
 
 }  // namespace ff

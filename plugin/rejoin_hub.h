@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "plugin/hello_auth.h"
 #include "plugin/pending_hello.h"
 #include "base/status.h"
 #include "core/wire_format.h"
@@ -29,8 +30,11 @@ struct RejoinMailbox {
 
 // NCCL closes the listen communicator once a connection is accepted, so failback cannot reuse it.
 // The hub keeps one listening socket per local device, all on the same port, opened on first use.
-// A rejoining path presents a hello with kHelloFlagRejoin, the connection id and the secret of
-// the listen handle it was first connected with; only registered connections are admitted.
+// A rejoining path presents a hello with kHelloFlagRejoin and the connection id, signed with the
+// connection's key (plugin/hello_auth.h) and carrying a rejoin counter. Admitted only: for a
+// registered connection, with a valid MAC, a counter not seen before (replay window), from an
+// address one of the connection's first paths came from. Whether the path is failed is the
+// receive communicator's call (RecvComm parks the arrival until it is, or refuses it).
 class RejoinHub {
  public:
   static RejoinHub& Get();
@@ -39,7 +43,9 @@ class RejoinHub {
 
   // Opens the listeners if needed; *port is 0 when failback is unavailable in this process.
   Status Ensure(uint16_t* port);
-  void Register(uint64_t conn_id, uint64_t secret, int npaths, RejoinMailbox* box);
+  // `peers`: the source addresses of the connection's first paths (ports are ignored).
+  void Register(uint64_t conn_id, const ConnectionKey& key, int npaths, std::vector<sockaddr_storage> peers,
+                RejoinMailbox* box);
   void Unregister(uint64_t conn_id);
   // Accepts and validates rejoining paths. Called from receive progress: it touches the sockets
   // at most once per kPollIntervalNs per process and never blocks (a busy hub is skipped).
@@ -51,11 +57,14 @@ class RejoinHub {
  private:
   RejoinHub() = default;
   struct Target {
-    uint64_t secret = 0;
+    ConnectionKey key{};
     int npaths = 0;
     RejoinMailbox* box = nullptr;
+    std::vector<sockaddr_storage> peers;
+    ReplayWindow window;
   };
   void Reject(PendingHello& p, const std::string& why);
+  void Admit(PendingHello& p);
 
   std::mutex mu_;
   std::atomic<uint64_t> last_poll_ns_{0};
@@ -63,7 +72,7 @@ class RejoinHub {
   bool opened_ = false;
   uint16_t port_ = 0;
   std::vector<tcp::Socket> listeners_;
-  std::vector<PendingHello> pending_;
+  PendingHellos pending_{"rejoin listener"};
   std::map<uint64_t, Target> targets_;
   std::atomic<uint64_t> rejected_{0};
 };

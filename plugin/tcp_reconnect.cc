@@ -1,6 +1,8 @@
 // TCP failback: non-blocking connect + rejoin hello (sender), rejoin hub mailbox (receiver).
 #include "plugin/tcp_reconnect.h"
 
+#include <sys/random.h>
+
 #include <cerrno>
 #include <utility>
 
@@ -11,11 +13,11 @@
 
 namespace ff {
 
-TcpReconnector::TcpReconnector(uint64_t conn_id, uint64_t secret, int path_count, uint64_t chunk_bytes,
+TcpReconnector::TcpReconnector(uint64_t conn_id, const ConnectionKey& key, int path_count, uint64_t chunk_bytes,
                                uint32_t sla_us, std::vector<PathEndpoint> endpoints,
                                tcp::PathSocketOptions socket_options, bool link_events)
     : conn_id_(conn_id),
-      secret_(secret),
+      key_(key),
       path_count_(path_count),
       chunk_bytes_(chunk_bytes),
       sla_us_(sla_us),
@@ -71,7 +73,9 @@ Reconnector::Step TcpReconnector::Advance(int index, uint64_t now_ns, std::uniqu
     a.connecting = true;
     a.deadline_ns = now_ns + 1'000'000'000;  // a path that cannot complete a handshake in 1 s is not back
     a.sent = 0;
-    a.hello = MakeHello(conn_id_, secret_, path_count_, index, chunk_bytes_, sla_us_, kHelloFlagRejoin);
+    uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != sizeof(nonce)) nonce = now_ns;  // the counter alone suffices
+    a.hello = MakeSignedRejoin(key_, conn_id_, path_count_, index, chunk_bytes_, sla_us_, ++rejoin_counter_, nonce);
   }
   int err = 0;
   const tcp::ConnectProgress cp = tcp::PollConnect(a.socket.fd(), &err);
@@ -87,7 +91,7 @@ Reconnector::Step TcpReconnector::Advance(int index, uint64_t now_ns, std::uniqu
     return Step::kFailed;
   }
   if (a.sent == 0) (void)tcp::ApplyPathOptions(a.socket.fd(), ep.remote.ss_family, socket_options_);
-  iovec iov{reinterpret_cast<char*>(&a.hello) + a.sent, sizeof(FrameHeader) - a.sent};
+  iovec iov{reinterpret_cast<char*>(&a.hello) + a.sent, sizeof(HelloWire) - a.sent};
   const ssize_t w = tcp::SendSome(a.socket.fd(), &iov, 1);
   if (w < 0) {
     *detail = ErrnoMessage("hello", errno);
@@ -95,7 +99,7 @@ Reconnector::Step TcpReconnector::Advance(int index, uint64_t now_ns, std::uniqu
     return Step::kFailed;
   }
   a.sent += static_cast<uint32_t>(w);
-  if (a.sent < sizeof(FrameHeader)) return Step::kPending;
+  if (a.sent < sizeof(HelloWire)) return Step::kPending;
   *detail = tcp::AddressToString(ep.local) + ":" + std::to_string(tcp::LocalPort(a.socket.fd())) + "->" +
             tcp::PeerToString(RejoinAddress(index));
   *out = std::make_unique<StreamPath>(index, std::make_unique<tcp::TcpStream>(std::move(a.socket), *detail));
@@ -103,12 +107,12 @@ Reconnector::Step TcpReconnector::Advance(int index, uint64_t now_ns, std::uniqu
   return Step::kDone;
 }
 
-TcpReconnectInbox::TcpReconnectInbox(uint64_t conn_id, uint64_t secret, int path_count,
-                                     tcp::PathSocketOptions socket_options)
+TcpReconnectInbox::TcpReconnectInbox(uint64_t conn_id, const ConnectionKey& key, int path_count,
+                                     std::vector<sockaddr_storage> peers, tcp::PathSocketOptions socket_options)
     : conn_id_(conn_id), socket_options_(socket_options) {
   Status s = RejoinHub::Get().Ensure(&port_);
   if (!s.ok() || port_ == 0) return;
-  RejoinHub::Get().Register(conn_id, secret, path_count, &box_);
+  RejoinHub::Get().Register(conn_id, key, path_count, std::move(peers), &box_);
   registered_ = true;
 }
 

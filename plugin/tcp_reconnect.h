@@ -10,6 +10,7 @@
 
 #include "core/reconnect.h"
 #include "core/wire_format.h"
+#include "plugin/hello_auth.h"
 #include "plugin/rejoin_hub.h"
 #include "tcp/socket.h"
 
@@ -25,7 +26,8 @@ struct PathEndpoint {
 
 class TcpReconnector final : public Reconnector {
  public:
-  TcpReconnector(uint64_t conn_id, uint64_t secret, int path_count, uint64_t chunk_bytes, uint32_t sla_us,
+  // `key`: the connection key (DeriveConnectionKey) its first hellos were signed with.
+  TcpReconnector(uint64_t conn_id, const ConnectionKey& key, int path_count, uint64_t chunk_bytes, uint32_t sla_us,
                  std::vector<PathEndpoint> endpoints, tcp::PathSocketOptions socket_options, bool link_events);
   void OnPeerInfo(const ReconnectInfo& info) override { port_ = info.port; }
   bool Available() const override { return port_ != 0; }
@@ -39,13 +41,14 @@ class TcpReconnector final : public Reconnector {
     int ifindex = -1;  // local interface of the path; -1 until resolved
     tcp::Socket socket;
     uint64_t deadline_ns = 0;
-    FrameHeader hello{};
+    HelloWire hello{};
     uint32_t sent = 0;
   };
   sockaddr_storage RejoinAddress(int index) const;
 
   uint64_t conn_id_;
-  uint64_t secret_;
+  ConnectionKey key_;
+  uint64_t rejoin_counter_ = 0;  // last counter used; the receiver refuses any counter twice
   int path_count_;
   uint64_t chunk_bytes_;
   uint32_t sla_us_;
@@ -59,7 +62,9 @@ class TcpReconnector final : public Reconnector {
 class TcpReconnectInbox final : public ReconnectInbox {
  public:
   // Registers connection `conn_id` with the process's rejoin hub (opened on first use).
-  TcpReconnectInbox(uint64_t conn_id, uint64_t secret, int path_count, tcp::PathSocketOptions socket_options);
+  // `peers`: where the connection's first paths came from; a rejoin must come from one of them.
+  TcpReconnectInbox(uint64_t conn_id, const ConnectionKey& key, int path_count, std::vector<sockaddr_storage> peers,
+                    tcp::PathSocketOptions socket_options);
   ~TcpReconnectInbox() override;
   ReconnectInfo Info() const override;
   void Poll(uint64_t now_ns) override;

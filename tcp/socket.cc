@@ -120,15 +120,58 @@ ConnectProgress PollConnect(int fd, int* err) {
   return ConnectProgress::kConnected;
 }
 
-Status AcceptOne(int listen_fd, Socket* out, sockaddr_storage* peer) {
+bool SameAddressIgnoringPort(const sockaddr_storage& a, const sockaddr_storage& b) {
+  if (a.ss_family != b.ss_family) return false;
+  if (a.ss_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in&>(b).sin_addr.s_addr;
+  if (a.ss_family == AF_INET6)
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6&>(b).sin6_addr, sizeof(in6_addr)) == 0;
+  return false;
+}
+
+bool PeerHasClosed(int fd) {
+  if (fd < 0) return true;
+  char c;
+  const ssize_t r = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (r > 0) return false;
+  if (r == 0) return true;
+  return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+bool IsResourceAcceptError(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
+
+bool IsTransientAcceptError(int err) {
+  switch (err) {
+    case ECONNABORTED:
+    case ENETDOWN:
+    case EPROTO:
+    case ENOPROTOOPT:
+    case EHOSTDOWN:
+    case ENONET:
+    case EHOSTUNREACH:
+    case EOPNOTSUPP:
+    case ENETUNREACH:
+      return true;
+    default:
+      return IsResourceAcceptError(err);
+  }
+}
+
+Status AcceptOne(int listen_fd, Socket* out, sockaddr_storage* peer, int* transient_errno) {
   socklen_t len = sizeof(*peer);
+  if (transient_errno != nullptr) *transient_errno = 0;
   int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(peer), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
-      out->reset();
+    const int err = errno;
+    out->reset();
+    if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) return Status::Ok();
+    if (IsTransientAcceptError(err)) {
+      if (transient_errno != nullptr) *transient_errno = err;
       return Status::Ok();
     }
-    return SystemError(ErrnoMessage("accept", errno));
+    return SystemError(ErrnoMessage("accept", err));
   }
   out->reset(fd);
   return Status::Ok();

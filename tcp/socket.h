@@ -60,7 +60,17 @@ enum class ConnectProgress { kPending, kConnected, kFailed };
 ConnectProgress PollConnect(int fd, int* err);
 
 // Accepts one pending connection without blocking; returns an invalid socket when none is waiting.
-Status AcceptOne(int listen_fd, Socket* out, sockaddr_storage* peer);
+// An error that says nothing about the listener (IsTransientAcceptError) is Ok with an invalid
+// socket and the errno in *transient_errno (when given); anything else is an error.
+Status AcceptOne(int listen_fd, Socket* out, sockaddr_storage* peer, int* transient_errno = nullptr);
+// Out of descriptors or buffers, or a network error that Linux reports from accept for the new
+// connection (accept(2): "pass network errors as an error from accept"): the listener stays usable.
+bool IsTransientAcceptError(int err);
+// Whether the peer of a connected socket has closed it or it failed (EOF or an error pending), without
+// consuming data.
+bool PeerHasClosed(int fd);
+// Out of a resource the process can free by closing connections it holds.
+bool IsResourceAcceptError(int err);
 
 Status ApplyPathOptions(int fd, int family, const PathSocketOptions& opts);
 Status SetNonBlocking(int fd);
@@ -73,5 +83,7 @@ ssize_t RecvSome(int fd, void* buf, size_t len);
 // Local port a socket is bound to (host order), 0 on error.
 uint16_t LocalPort(int fd);
 std::string PeerToString(const sockaddr_storage& addr);
+// Same family and IP address; ports are not compared.
+bool SameAddressIgnoringPort(const sockaddr_storage& a, const sockaddr_storage& b);
 
 }  // namespace ff::tcp

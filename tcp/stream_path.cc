@@ -144,6 +144,7 @@ bool StreamPath::FillStaging(PumpResult* result) {
 
 PumpResult StreamPath::Poll(FrameSink& sink) {
   PumpResult result = PumpResult::kIdle;
+  int frames = 0;
   for (;;) {
     if (!have_header_) {
       if (wpos_ - rpos_ < sizeof(FrameHeader)) {
@@ -170,6 +171,7 @@ PumpResult StreamPath::Poll(FrameSink& sink) {
     if (remaining == 0) {
       have_header_ = false;
       sink.OnFrameComplete(*this, rx_hdr_);
+      if (++frames >= kMaxFramesPerPoll) return PumpResult::kIdle;
       continue;
     }
     size_t avail = wpos_ - rpos_;

@@ -17,6 +17,9 @@ class StreamPath final : public Path {
   static constexpr int kTxRing = 128;
   static constexpr size_t kStagingBytes = 256 * 1024;
   static constexpr size_t kDirectReadMin = 16 * 1024;
+  // Frames one Poll call delivers at most: a peer that floods small control frames cannot pin the
+  // caller's test() (NCCL's proxy thread serves every communicator); the rest waits for the next call.
+  static constexpr int kMaxFramesPerPoll = 256;
 
   StreamPath(int index, std::unique_ptr<ByteStream> stream);
 
@@ -37,6 +40,7 @@ class StreamPath final : public Path {
   void Fence() override;
   void DiscardCurrentPayload() override { rx_dest_ = nullptr; }
   bool receiving_payload() const { return have_header_; }
+  // Delivers at most kMaxFramesPerPoll frames; kIdle then, even if more are staged.
   PumpResult Poll(FrameSink& sink) override;
   const std::string& rx_error() const override { return rx_error_; }
   int last_errno() const override { return last_errno_; }

@@ -1,6 +1,11 @@
 // Topology JSON schema: the emulator's minimal form loads; errors name element and field.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+
 #include "pathctl/topology_generators.h"
 #include "pathctl/topology_json.h"
 
@@ -103,6 +108,25 @@ TEST(TopologyJson, WriterRoundTripsGeneratedFabric) {
   }
   EXPECT_EQ(b->entropy.ranges.size(), 2u);
   EXPECT_EQ(b->node(*b->FindNode("h2-nic1")).rail, 1);
+}
+
+}  // namespace
+}  // namespace ff::pathctl
+
+namespace ff::pathctl {
+namespace {
+
+// Found by tests/fuzz/fuzz_topology_json: a number beyond double ("1e400") made nlohmann throw
+// out_of_range (not parse_error) out of ParseTopologyJson, which promises nullopt and a message.
+TEST(TopologyJson, FuzzFoundNumberBeyondDoubleIsAnErrorNotAnException) {
+  std::ifstream in(std::string(FF_FUZZ_REGRESSIONS) + "/topology_number_overflow.json");
+  ASSERT_TRUE(in.good());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string error;
+  std::optional<Topology> t;
+  EXPECT_NO_THROW(t = ParseTopologyJson(text, &error));
+  EXPECT_FALSE(t.has_value());
+  EXPECT_NE(error.find("numbers must fit a double"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "plugin/listen_handle.h"
 #include "core/reconnect.h"
 #include "core/wire_format.h"
+#include "tests/plugin/raw_peer.h"
 #include "tests/plugin/two_process.h"
 
 namespace ff::testing {
@@ -243,22 +244,6 @@ TEST(Conformance, MalformedHandleIsRejectedWithInvalidArgument) {
   peer.net()->closeListen(lc);
 }
 
-// The first address in a handle, for raw sockets that impersonate peers.
-sockaddr_in FirstAddress(const char* handle) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  std::memcpy(&a.sin_port, handle + 25, 2);
-  std::memcpy(&a.sin_addr, handle + 27, 4);
-  return a;
-}
-
-int RawConnect(const char* handle) {
-  sockaddr_in a = FirstAddress(handle);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return -1;
-  return fd;
-}
-
 TEST(Conformance, GarbageFromAStrangerNeverReachesABufferAndTheRealPeerStillConnects) {
   NetPeer peer;
   char handle[128];
@@ -276,6 +261,12 @@ TEST(Conformance, GarbageFromAStrangerNeverReachesABufferAndTheRealPeerStillConn
   h.offset = 12345;
   SealHeader(&h);
   ASSERT_EQ(write(liar, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+  // A v3 hello signed with a key from another secret.
+  int forger = RawConnect(handle);
+  char other[128];
+  std::memcpy(other, handle, sizeof(other));
+  other[8] ^= 1;
+  ASSERT_TRUE(SendHello(forger, SignedHello(other, 99, 1, 0)));
 
   char copy[128];
   std::memcpy(copy, handle, sizeof(copy));
@@ -303,8 +294,10 @@ TEST(Conformance, GarbageFromAStrangerNeverReachesABufferAndTheRealPeerStillConn
   char c;
   EXPECT_LE(read(junk, &c, 1), 0);
   EXPECT_LE(read(liar, &c, 1), 0);
+  EXPECT_LE(read(forger, &c, 1), 0);
   close(junk);
   close(liar);
+  close(forger);
   peer.net()->closeRecv(rc);
   peer.net()->closeListen(lc);
 }
@@ -344,38 +337,19 @@ bool DriveUntil(NetPeer& peer, void* req, int* done, Pred pred) {
   return false;
 }
 
-// Whether the peer closed or reset `fd`; frames it sent before that are read and dropped.
-bool PeerClosed(int fd) {
-  char buf[4096];
-  for (;;) {
-    ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (r > 0) continue;
-    return r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
-  }
-}
-
-TEST(Conformance, FailbackPathIsAdmittedOnlyWithTheConnectionsSecretAndReplacesTheOldStream) {
+// Failback on a two-path connection: a stranger is refused however close it comes; the real sender's
+// signed rejoin replaces path 0 once the receiver itself saw path 0 fail (reset), never while it is live.
+TEST(Conformance, FailbackPathIsAdmittedOnlyWhenSignedWithTheConnectionsKeyAndOnlyForAFailedPath) {
   NetPeer peer;
   char handle[128];
   void* lc = peer.Listen(handle);
-  int old_fd = RawConnect(handle);
-  ASSERT_GE(old_fd, 0);
-  uint64_t secret;
-  std::memcpy(&secret, handle + 8, 8);
   constexpr uint64_t kConnId = 0x5eed1234;
-  auto hello = [&](uint64_t conn, uint64_t sec, uint16_t flags) {
-    FrameHeader h{};
-    h.type = static_cast<uint8_t>(FrameType::kHello);
-    h.flags = flags;
-    h.seq = conn;
-    h.offset = sec;
-    h.total = 1;
-    h.task_hash = 512 * 1024;
-    SealHeader(&h);
-    return h;
-  };
-  FrameHeader h = hello(kConnId, secret, 0);
-  ASSERT_EQ(write(old_fd, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+  int old_fd[2];
+  for (int i = 0; i < 2; ++i) {
+    old_fd[i] = RawConnect(handle);
+    ASSERT_GE(old_fd[i], 0);
+    ASSERT_TRUE(SendHello(old_fd[i], SignedHello(handle, kConnId, 2, i)));
+  }
   void* rc = peer.Accept(lc);
   std::vector<char> buf(16, 'k');
   void* data = buf.data();
@@ -387,32 +361,39 @@ TEST(Conformance, FailbackPathIsAdmittedOnlyWithTheConnectionsSecretAndReplacesT
   // The receiver announces its failback listener on the connection.
   FrameHeader info{};
   std::vector<char> info_payload;
-  ASSERT_TRUE(ReadFrameOfType(old_fd, FrameType::kReconnectInfo, &info, &info_payload));
+  ASSERT_TRUE(ReadFrameOfType(old_fd[0], FrameType::kReconnectInfo, &info, &info_payload));
   ASSERT_EQ(info_payload.size(), sizeof(ReconnectInfo));
   ReconnectInfo ri;
   std::memcpy(&ri, info_payload.data(), sizeof(ri));
   ASSERT_GT(ri.port, 0u);
   sockaddr_in rejoin = FirstAddress(handle);
   rejoin.sin_port = htons(ri.port);
-  auto dial = [&]() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&rejoin), sizeof(rejoin)), 0);
-    return fd;
-  };
-  // Strangers: a wrong secret, an unknown connection, a plain (non-rejoin) hello. All are closed.
-  int liars[3] = {dial(), dial(), dial()};
-  FrameHeader bad[3] = {hello(kConnId, secret ^ 1, kHelloFlagRejoin), hello(kConnId + 1, secret, kHelloFlagRejoin),
-                        hello(kConnId, secret, 0)};
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(write(liars[i], &bad[i], sizeof(bad[i])), 64);
+  // Strangers: a key from another secret, an unknown connection, a first-path (non-rejoin) hello, and
+  // the v2 form that carried the secret in plaintext. All are closed.
+  char other[128];
+  std::memcpy(other, handle, sizeof(other));
+  other[8] ^= 1;
+  FrameHeader v2{};
+  v2.type = static_cast<uint8_t>(FrameType::kHello);
+  v2.flags = kHelloFlagRejoin;
+  v2.seq = kConnId;
+  v2.offset = SecretOf(handle);
+  v2.total = 2;
+  SealHeader(&v2);
+  int liars[4] = {Dial(rejoin), Dial(rejoin), Dial(rejoin), Dial(rejoin)};
+  ASSERT_TRUE(SendHello(liars[0], SignedRejoin(other, kConnId, 2, 0, 1)));
+  ASSERT_TRUE(SendHello(liars[1], SignedRejoin(handle, kConnId + 1, 2, 0, 1)));
+  ASSERT_TRUE(SendHello(liars[2], SignedHello(handle, kConnId, 2, 0)));
+  ASSERT_EQ(write(liars[3], &v2, sizeof(v2)), 64);
   int done = 0;
   EXPECT_TRUE(DriveUntil(peer, req, &done, [&] {
-    return PeerClosed(liars[0]) && PeerClosed(liars[1]) && PeerClosed(liars[2]);
+    return PeerClosed(liars[0]) && PeerClosed(liars[1]) && PeerClosed(liars[2]) && PeerClosed(liars[3]);
   })) << "the rejoin listener left a stranger's connection open";
-  EXPECT_FALSE(PeerClosed(old_fd)) << "a stranger disturbed the real connection";
-  // The real sender reconnects path 0 and sends the message on the new stream.
-  int new_fd = dial();
-  FrameHeader good = hello(kConnId, secret, kHelloFlagRejoin);
-  ASSERT_EQ(write(new_fd, &good, sizeof(good)), 64);
+  EXPECT_FALSE(PeerClosed(old_fd[0]) || PeerClosed(old_fd[1])) << "a stranger disturbed the real connection";
+  // The sender gives path 0 up (a reset, as its fence does) and reconnects it; the message goes on the new stream.
+  ResetAndClose(old_fd[0]);
+  int new_fd = Dial(rejoin);
+  ASSERT_TRUE(SendHello(new_fd, SignedRejoin(handle, kConnId, 2, 0, 1)));
   FrameHeader d{};
   d.type = static_cast<uint8_t>(FrameType::kData);
   d.length = 16;
@@ -422,10 +403,9 @@ TEST(Conformance, FailbackPathIsAdmittedOnlyWithTheConnectionsSecretAndReplacesT
   ASSERT_EQ(write(new_fd, "0123456789abcdef", 16), 16);
   EXPECT_TRUE(DriveUntil(peer, req, &done, [&] { return done != 0; })) << "the message on the rejoined path never completed";
   EXPECT_EQ(std::string(buf.begin(), buf.end()), "0123456789abcdef");
-  // The stream it replaced was reset: the receiver no longer reads it.
-  EXPECT_TRUE(PeerClosed(old_fd) || (usleep(100000), PeerClosed(old_fd)));
+  EXPECT_FALSE(PeerClosed(old_fd[1])) << "the live path 1 was disturbed";
   for (int fd : liars) close(fd);
-  close(old_fd);
+  close(old_fd[1]);
   close(new_fd);
   peer.net()->closeRecv(rc);
   peer.net()->closeListen(lc);
@@ -437,13 +417,7 @@ TEST(Conformance, CorruptFrameHeaderFailsTheCommunicatorWithoutTouchingTheBuffer
   void* lc = peer.Listen(handle);
   int fd = RawConnect(handle);
   ASSERT_GE(fd, 0);
-  FrameHeader h{};
-  h.type = static_cast<uint8_t>(FrameType::kHello);
-  h.total = 1;
-  h.task_hash = 512 * 1024;
-  std::memcpy(&h.offset, handle + 8, 8);  // the real secret
-  SealHeader(&h);
-  ASSERT_EQ(write(fd, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+  ASSERT_TRUE(SendHello(fd, SignedHello(handle, 0, 1, 0)));
   void* rc = peer.Accept(lc);
   FrameHeader d{};
   d.type = static_cast<uint8_t>(FrameType::kData);
@@ -603,9 +577,9 @@ TEST(Conformance, UnacknowledgedMessageIsResentWhenThePeerHoldsItButNeverAcknowl
   pollfd pl{lfd, POLLIN, 0};
   while (poll(&pl, 1, 200) > 0) {
     int c = accept(lfd, nullptr, nullptr);
-    FrameHeader hello;
+    HelloWire hello;
     ReadAll(c, &hello, sizeof(hello));
-    ASSERT_EQ(hello.type, static_cast<uint8_t>(FrameType::kHello));
+    ASSERT_EQ(hello.header.type, static_cast<uint8_t>(FrameType::kHello));
     conns.push_back(c);
   }
   ASSERT_FALSE(conns.empty());
