@@ -470,10 +470,13 @@ PumpResult RdmaPath::Poll(FrameSink& sink) {
     }
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) {
-        if (pending_errno_ == 0) pending_errno_ = ErrnoForStatus(wc[i].status);
         last_errno_ = ErrnoForStatus(wc[i].status);
-        rx_error_ = "path " + std::to_string(index()) + " (" + describe_ + "): receive completion failed: " +
-                    api_.wc_status_str(wc[i].status);
+        // A send-side failure flushes the receives too: keep the first cause, not its echo.
+        if (pending_errno_ == 0) {
+          pending_errno_ = last_errno_;
+          rx_error_ = "path " + std::to_string(index()) + " (" + describe_ + "): receive completion failed: " +
+                      api_.wc_status_str(wc[i].status);
+        }
         return PumpResult::kIoError;
       }
       // Never more than kRxRing: a slot is posted again only once its completion left the backlog.

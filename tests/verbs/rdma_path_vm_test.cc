@@ -38,6 +38,7 @@ struct Args {
   uint64_t chunk = 512 << 10;
   uint32_t seed = 12;
   int timeout_s = 60;
+  std::string lossy_netdev;  // the sender's netdev, for the lossy fence test (tc netem); empty: skip it
 };
 
 constexpr uint64_t kMaxMsg = 4ull << 20;
@@ -218,6 +219,73 @@ void Fill(char* p, uint64_t n, uint64_t seed) {
 
 double Seconds(Clk::time_point a, Clk::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+void Sh(const std::string& cmd) {
+  if (std::system(cmd.c_str()) != 0) Fail("command failed: " + cmd);
+}
+
+void FenceTest(RdmaDevice& da, RdmaDevice& db, int index, const std::string& lossy, std::vector<char>& send_buf,
+               std::vector<char>& recv_buf, const MrRef& recv_mr, const Args& args) {
+  Pair p = MakePair(da, db, index);
+  SenderSink ss;
+  ReceiverSink rs;
+  rs.base = recv_buf.data();
+  rs.capacity = kMaxMsg;
+  rs.seq_hi = 2;
+  std::memset(recv_buf.data(), 0, recv_buf.size());
+  std::memset(send_buf.data(), 0xAB, kMaxMsg);
+  Publish(*p.b, 0, kMaxMsg, recv_buf.data(), recv_mr.handle.rkey);
+  DriveUntil(p, ss, rs, [&] { return !ss.descs.empty(); }, "the fence descriptor", args.timeout_s);
+  const RecvDescriptor d = ss.descs.back();
+  if (!lossy.empty()) Sh("tc qdisc add dev " + lossy + " root netem loss 100%");
+  const uint64_t chunk = 256 << 10;
+  QueueMessage(*p.a, p, ss, rs, d, 0, send_buf.data(), kMaxMsg, chunk, args.timeout_s);
+  if (!p.a->Flush()) Fail("flush before the fence: " + p.a->rx_error());
+  if (!lossy.empty()) {
+    // Long enough for the QP to transmit and start retrying, short of its retry limit (~270 ms).
+    const auto until = Clk::now() + std::chrono::milliseconds(60);
+    while (Clk::now() < until) (void)p.a->Flush();
+  }
+  const int posted = p.a->Sample().unacked_segments;
+  const auto tf = Clk::now();
+  p.a->Fence();
+  const double fence_ms = Seconds(tf, Clk::now()) * 1e3;
+  if (!p.a->Quiescent() || p.a->PendingError() != 0)
+    Fail("after Fence: quiescent " + std::to_string(p.a->Quiescent()) + " pending error " +
+         std::to_string(p.a->PendingError()) + " " + p.a->rx_error());
+  std::vector<char> snap(recv_buf.begin(), recv_buf.end());
+  if (!lossy.empty()) Sh("tc qdisc del dev " + lossy + " root");
+  // Let the receiver run and anything still in the wire arrive, then look again.
+  const auto until = Clk::now() + std::chrono::milliseconds(1500);
+  while (Clk::now() < until) {
+    (void)p.b->Poll(rs);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (std::memcmp(snap.data(), recv_buf.data(), snap.size()) != 0) {
+    uint64_t at = 0;
+    while (snap[at] == recv_buf[at]) ++at;
+    Fail("a WRITE landed after Fence returned (first changed byte " + std::to_string(at) + ")");
+  }
+  // The fenced path refuses new work, and nothing it is handed lands.
+  QueueMessage(*p.a, p, ss, rs, d, 1, send_buf.data(), chunk, chunk, args.timeout_s);
+  if (p.a->Flush()) Fail("Flush on a fenced path succeeded");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  (void)p.b->Poll(rs);
+  if (std::memcmp(snap.data(), recv_buf.data(), snap.size()) != 0) Fail("a fenced path's new chunk landed");
+  int landed = 0, partial = 0;
+  for (uint64_t off = 0; off < kMaxMsg; off += chunk) {
+    uint64_t n = 0;
+    for (uint64_t i = off; i < off + chunk; ++i) n += static_cast<unsigned char>(recv_buf[i]) == 0xAB;
+    if (n == chunk) ++landed;
+    else if (n > 0) ++partial;
+  }
+  const int chunks = static_cast<int>(kMaxMsg / chunk);
+  std::printf("PASS: Fence (%s) in %.1f ms with %d of %d chunks outstanding: %d landed whole, %d partly, %d not at "
+              "all, receiver saw %d; nothing changed in the 1.8 s after it%s\n",
+              lossy.empty() ? "working link" : ("100% loss on " + lossy).c_str(), fence_ms, posted, chunks, landed,
+              partial, chunks - landed - partial, rs.chunks, lossy.empty() ? "" : " (link restored)");
+  if (!lossy.empty() && landed + partial == chunks) Fail("the lossy fence test had nothing in flight");
+}
+
 Args Parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -231,6 +299,7 @@ Args Parse(int argc, char** argv) {
     else if (k == "--bw-size") a.bw_size = std::stoull(v);
     else if (k == "--seed") a.seed = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--timeout") a.timeout_s = std::stoi(v);
+    else if (k == "--lossy-netdev") a.lossy_netdev = v;
     else Fail("unknown option " + k);
   }
   return a;
@@ -363,58 +432,12 @@ int main(int argc, char** argv) {
     if (!p.a->Quiescent()) Fail("not quiescent after fencing a failed QP");
   }
 
-  // 4. Fence: chunks in flight, then Fence; afterwards not one byte of the buffer changes.
-  {
-    Pair p = MakePair(*da, *db, 2);
-    SenderSink ss;
-    ReceiverSink rs;
-    rs.base = recv_buf.data();
-    rs.capacity = kMaxMsg;
-    rs.seq_hi = 2;
-    std::memset(recv_buf.data(), 0, recv_buf.size());
-    std::memset(send_buf.data(), 0xAB, kMaxMsg);
-    Publish(*p.b, 0, kMaxMsg, recv_buf.data(), recv_mr.handle.rkey);
-    DriveUntil(p, ss, rs, [&] { return !ss.descs.empty(); }, "the fence descriptor", args.timeout_s);
-    const RecvDescriptor d = ss.descs.back();
-    const uint64_t chunk = 256 << 10;
-    QueueMessage(*p.a, p, ss, rs, d, 0, send_buf.data(), kMaxMsg, chunk, args.timeout_s);
-    if (!p.a->Flush()) Fail("flush before the fence: " + p.a->rx_error());
-    const auto tf = Clk::now();
-    p.a->Fence();
-    const double fence_ms = Seconds(tf, Clk::now()) * 1e3;
-    if (!p.a->Quiescent() || p.a->PendingError() != 0)
-      Fail("after Fence: quiescent " + std::to_string(p.a->Quiescent()) + " pending error " +
-           std::to_string(p.a->PendingError()));
-    std::vector<char> snap(recv_buf.begin(), recv_buf.end());
-    // Let the receiver run and anything still in the wire arrive, then look again.
-    const auto until = Clk::now() + std::chrono::milliseconds(1500);
-    while (Clk::now() < until) {
-      (void)p.b->Poll(rs);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    if (std::memcmp(snap.data(), recv_buf.data(), snap.size()) != 0) {
-      uint64_t at = 0;
-      while (snap[at] == recv_buf[at]) ++at;
-      Fail("a WRITE landed after Fence returned (first changed byte " + std::to_string(at) + ")");
-    }
-    // The fenced path refuses new work, and nothing it is handed lands.
-    QueueMessage(*p.a, p, ss, rs, d, 1, send_buf.data(), chunk, chunk, args.timeout_s);
-    if (p.a->Flush()) Fail("Flush on a fenced path succeeded");
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    (void)p.b->Poll(rs);
-    if (std::memcmp(snap.data(), recv_buf.data(), snap.size()) != 0) Fail("a fenced path's new chunk landed");
-    int landed = 0, partial = 0;
-    for (uint64_t off = 0; off < kMaxMsg; off += chunk) {
-      uint64_t n = 0;
-      for (uint64_t i = off; i < off + chunk; ++i) n += static_cast<unsigned char>(recv_buf[i]) == 0xAB;
-      if (n == chunk) ++landed;
-      else if (n > 0) ++partial;
-    }
-    std::printf("PASS: Fence in %.1f ms with %llu chunks posted: %d landed whole, %d partly, %d not at all, "
-                "receiver saw %d; nothing changed in the 1.8 s after it\n",
-                fence_ms, static_cast<unsigned long long>(kMaxMsg / chunk), landed, partial,
-                static_cast<int>(kMaxMsg / chunk) - landed - partial, rs.chunks);
-  }
+  // 4. Fence, twice: on a working link (the chunks may all land before the fence; afterwards nothing
+  //    changes), and with the link dropping every packet (netem loss 100%, --lossy-netdev), so the
+  //    chunks sit in the QP's retransmissions when the fence comes; the link is then restored, and
+  //    nothing may land: that is the failback case, where the buffer is reused.
+  FenceTest(*da, *db, 2, "", send_buf, recv_buf, recv_mr, args);
+  if (!args.lossy_netdev.empty()) FenceTest(*da, *db, 3, args.lossy_netdev, send_buf, recv_buf, recv_mr, args);
   Check(da->mrs->Release(send_mr), "releasing the send buffer");
   Check(db->mrs->Release(recv_mr), "releasing the receive buffer");
   std::printf("PASS: rdma_path_vm_test\n");

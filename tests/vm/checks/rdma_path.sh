@@ -25,7 +25,7 @@ perf="$(awk -v s="$size" '$1 == s && NF >= 5 { print $4 }' "$out")"
 rm -f "$out"
 
 out="$(mktemp)"
-timeout 240 "$bin" --dev-a rxe_a0 --gid-a "$ga" --dev-b rxe_b0 --gid-b "$gb" --bw-iters "$iters" --bw-size "$size" \
+timeout 240 "$bin" --dev-a rxe_a0 --gid-a "$ga" --dev-b rxe_b0 --gid-b "$gb" --bw-iters "$iters" --bw-size "$size" --lossy-netdev va0 \
   >"$out" 2>&1 || { cat "$out"; fail "rdma_path_vm_test exited non-zero"; }
 cat "$out"
 ours="$(sed -n 's/^RESULT rdma_path_write_bw .* avg=\([0-9.]*\) MB\/s.*/\1/p' "$out")"
