@@ -71,6 +71,13 @@ class Path {
   // Outgoing. A data frame references its payload until Flush has handed it to the transport.
   virtual bool CanQueue() const = 0;
   virtual void Queue(const FrameHeader& sealed, const char* payload) = 0;
+  // A data chunk together with the receiver's descriptor of its message's buffer (the chunk goes to
+  // dest.addr + sealed.offset): RDMA writes it there itself, so it needs the address and keys; a
+  // stream ignores them, since there the receiver places the chunk.
+  virtual void QueueData(const FrameHeader& sealed, const char* payload, const RecvDescriptor& dest) {
+    (void)dest;
+    Queue(sealed, payload);
+  }
   virtual int queued_frames() const = 0;
   virtual uint64_t queued_payload_bytes() const = 0;
   virtual int queued_data_frames() const = 0;

@@ -4,6 +4,8 @@
 #include <array>
 #include <cstdint>
 
+#include "core/wire_format.h"
+
 namespace ff {
 
 class Comm;
@@ -29,6 +31,7 @@ struct SendMsg {
   uint64_t next_offset = 0;  // first byte not yet queued on a path
   bool zero_queued = false;  // a 0-byte message still sends one frame
   bool matched = false;      // the receiver's descriptor was checked against it
+  RecvDescriptor dest{};     // that descriptor, once matched: where an RDMA path writes the chunks
   bool eager = false;
   int home_path = -1;        // unstriped messages keep one path
   int tag = 0;

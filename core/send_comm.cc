@@ -144,6 +144,7 @@ bool SendComm::Match(SendMsg& m) {
     return false;
   }
   m.matched = true;
+  m.dest = *hit;
   return true;
 }
 
@@ -189,7 +190,7 @@ void SendComm::QueueChunk(SendMsg& m, Path& p, uint64_t offset) {
   h.collective = m.collective;
   h.flags = m.eager ? 0 : kDataFlagAckNow;
   SealHeader(&h);
-  p.Queue(h, m.data + offset);
+  p.QueueData(h, m.data + offset, m.dest);
   m.chunk_path[offset / m.chunk] = static_cast<uint8_t>(p.index());
 }
 
