@@ -251,6 +251,12 @@ int OpenDescriptors() {
 // Under a descriptor limit a few above what the listener holds, 300 silent connections must not fail
 // the listen comm (EMFILE is transient: the oldest stranger is shed), and the real peer connects.
 TEST(HostilePeer, SilentConnectionFloodUnderALowDescriptorLimitDoesNotStopTheRealPeer) {
+#if defined(__SANITIZE_ADDRESS__)
+  // UBSan's vptr check probes memory through a pipe, which it cannot open while this test holds the
+  // descriptor table full: it then reports live objects as "invalid vptr". The plain and TSan lanes
+  // run this test.
+  GTEST_SKIP() << "descriptor exhaustion blinds UBSan's vptr check (runs in the plain and TSan lanes)";
+#endif
   NetPeer peer;
   char handle[128];
   void* lc = peer.Listen(handle);
