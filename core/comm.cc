@@ -205,6 +205,9 @@ bool Comm::CheckHealth() {
   // socket's own timeout (FLEXIFORCE_PEER_TIMEOUT_MS), which then fails the communicator.
   if (!watchdog_.enabled() || alive_paths() < 2) return true;
   ReadmitDrained(now);
+  if (dual_.active())
+    for (const auto& p : paths_)
+      if (p->alive()) dual_.ObserveRtt(p->index(), watchdog_.LastRttUs(p->index()));
   if (dual_.Due(now)) FinishDualPath();
   PathFaultReport rep;
   if (!watchdog_.Check(paths_, now, &rep)) return true;

@@ -42,6 +42,7 @@ void DualPathCompare::Start(int subject, Kind kind, uint64_t now_ns, uint64_t wi
   extensions_ = 0;
   until_ns_ = now_ns + window_ns;
   start_.assign(paths.size(), PathSample{});
+  min_rtt_.assign(paths.size(), 0);
   for (const auto& p : paths)
     if (p->alive()) start_[static_cast<size_t>(p->index())] = p->Sample();
 }
@@ -63,7 +64,8 @@ DualPathVerdict DualPathCompare::Finish(const std::vector<std::unique_ptr<Path>>
     w.valid = true;
     w.segs_out = b.segs_out - a.segs_out;
     w.retrans = b.retransmits >= a.retransmits ? b.retransmits - a.retransmits : 0;
-    w.rtt_us = b.rtt_us;
+    const uint32_t seen = min_rtt_[static_cast<size_t>(p.index())];
+    w.rtt_us = seen != 0 && seen < b.rtt_us ? seen : b.rtt_us;
     return w;
   };
   PathWindow subject, best;

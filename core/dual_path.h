@@ -15,7 +15,7 @@ struct PathWindow {
   bool valid = false;
   uint64_t segs_out = 0;
   uint64_t retrans = 0;
-  uint32_t rtt_us = 0;  // smoothed RTT at the end of the window
+  uint32_t rtt_us = 0;  // lowest smoothed RTT seen during the window (at its end if none was observed)
   double loss() const { return segs_out == 0 ? 0.0 : static_cast<double>(retrans) / static_cast<double>(segs_out); }
 };
 
@@ -28,7 +28,9 @@ struct DualPathVerdict {
 // The subject is worse when it lost clearly more (2x the best other path's retransmission ratio
 // plus 1 point: a healthy TCP path retransmits a few tenths of a percent in tail-loss probes, and
 // losses come in bursts, so two equally lossy paths differ by that much in a short window) or its
-// round trip grew clearly longer (3x and 5 ms above the best other path's).
+// round trip stayed clearly longer (its lowest smoothed RTT in the window 3x and 5 ms above the best
+// other path's: one sample is not evidence - a reconnected path's first burst, or a rank descheduled
+// for a few ms on a busy host, lifts a single srtt reading 10x for a moment).
 // A subject that sent fewer than kMinSegments gives no evidence: `assume_worse` decides.
 DualPathVerdict JudgeDualPath(const PathWindow& subject, const PathWindow& best_other, bool assume_worse);
 
@@ -49,6 +51,13 @@ class DualPathCompare {
              const std::vector<std::unique_ptr<Path>>& paths);
   DualPathVerdict Finish(const std::vector<std::unique_ptr<Path>>& paths);
   void Cancel() { active_ = false; }
+  // One smoothed-RTT reading of path `path` during the window (the watchdog samples every path each
+  // millisecond); the judged RTT is the lowest one.
+  void ObserveRtt(int path, uint32_t rtt_us) {
+    if (!active_ || rtt_us == 0 || path < 0 || static_cast<size_t>(path) >= min_rtt_.size()) return;
+    uint32_t& m = min_rtt_[static_cast<size_t>(path)];
+    if (m == 0 || rtt_us < m) m = rtt_us;
+  }
   // Windows already spent on this comparison without enough traffic to judge.
   int extensions() const { return extensions_; }
   // Starts another window for the same subject (the last one was inconclusive).
@@ -62,6 +71,7 @@ class DualPathCompare {
   uint64_t until_ns_ = 0;
   int extensions_ = 0;
   std::vector<PathSample> start_;
+  std::vector<uint32_t> min_rtt_;  // 0: nothing observed yet
 };
 
 }  // namespace ff

@@ -41,6 +41,11 @@ uint64_t PathWatchdog::SilentFor(int path, uint64_t now_ns) const {
   return now_ns - states_[static_cast<size_t>(path)].last_progress_ns;
 }
 
+uint32_t PathWatchdog::LastRttUs(int path) const {
+  if (path < 0 || static_cast<size_t>(path) >= states_.size()) return 0;
+  return states_[static_cast<size_t>(path)].rtt_us;
+}
+
 bool PathWatchdog::Judge(int path, const PathSample& tp, uint64_t now_ns, PathFaultReport* out) {
   State& s = StateOf(path);
   if (!tp.valid) return false;

@@ -105,6 +105,8 @@ class PathWatchdog {
   bool JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out);
   // Time since path `i` last showed progress (0 if never sampled).
   uint64_t SilentFor(int path, uint64_t now_ns) const;
+  // Smoothed round trip of path `i` at its last sample (0 if never sampled).
+  uint32_t LastRttUs(int path) const;
 
   static constexpr uint64_t kSampleNs = 1'000'000;
   static constexpr uint8_t kCaRecovery = 3;  // TCP_CA_Recovery
