@@ -78,6 +78,9 @@ class Path {
     (void)dest;
     Queue(sealed, payload);
   }
+  // Whether a data chunk needs the receiver's posted-buffer descriptor before it can be sent (RDMA
+  // WRITE places it there); a stream may send small eager messages ahead of it (unsolicited).
+  virtual bool NeedsPostedBuffer() const { return false; }
   virtual int queued_frames() const = 0;
   virtual uint64_t queued_payload_bytes() const = 0;
   virtual int queued_data_frames() const = 0;

@@ -58,6 +58,7 @@ bool RecvComm::AdoptRejoins() {
     --parked_count_;
     // Whatever the old path was receiving is gone with it; the sender re-sent that chunk.
     path_entry_[static_cast<size_t>(i)] = nullptr;
+    DropStaged(i);
     FF_WARN("path %d from %s reconnected (failback); receiving on %s", i, pr.peer.c_str(), DescribeAlive().c_str());
   }
   return true;
@@ -94,6 +95,7 @@ Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const in
   }
   active_[active_count_++] = r;
   *out = r;
+  if (staged_count_ > 0) DeliverStaged();
   // A failure here is sticky and reported by test(). The new descriptors are published by the next
   // test() rather than here: the caller's own send usually comes next (ping-pong, ring steps), and
   // publishing after it keeps one system call off the message's critical path.
@@ -145,13 +147,30 @@ HeaderVerdict RecvComm::OnHeader(Path& path, const FrameHeader& h, char** dest) 
     return HeaderVerdict::kReject;
   }
   last_rx_path_ = pi;
+  return PlaceData(pi, h, dest);
+}
+
+HeaderVerdict RecvComm::PlaceData(int pi, const FrameHeader& h, char** dest) {
+  *dest = nullptr;
+  path_entry_[static_cast<size_t>(pi)] = nullptr;
   if (h.seq < cum_done_ || (h.seq < cum_done_ + kDoneWindow && done_bits_[h.seq % kDoneWindow])) {
     // A re-sent copy of a message already complete: discard it. The sender re-sends only what it
     // thinks unacknowledged, so our acknowledgements may be getting lost: send the next on every path.
     ack_all_paths_ = true;
     return HeaderVerdict::kAccept;
   }
-  if (h.seq >= next_post_seq_) return HeaderVerdict::kStall;  // its buffer is not posted yet
+  if (h.seq >= next_post_seq_) {
+    // Its buffer is not posted yet: stage it if it is an unsolicited eager frame that fits, else
+    // leave it in the path until the receive is posted.
+    for (const Staged& s : staged_)
+      if (s.used && s.h.seq == h.seq && s.h.offset == h.offset) return HeaderVerdict::kAccept;  // a re-sent copy
+    const int slot = StageFrame(h);
+    if (slot < 0) return HeaderVerdict::kStall;
+    path_stage_[static_cast<size_t>(pi)] = static_cast<int8_t>(slot + 1);
+    staged_[static_cast<size_t>(slot)].lane = pi;
+    *dest = stage_buf_.get() + staged_[static_cast<size_t>(slot)].pos;
+    return HeaderVerdict::kAccept;
+  }
   RecvRequest* req = nullptr;
   RecvEntry* e = FindEntry(h, &req);
   if (e == nullptr) {
@@ -196,9 +215,103 @@ HeaderVerdict RecvComm::OnHeader(Path& path, const FrameHeader& h, char** dest) 
 }
 
 void RecvComm::OnFrameComplete(Path& path, const FrameHeader& h) {
-  RecvEntry* e = path_entry_[path.index()];
+  const size_t pi = static_cast<size_t>(path.index());
+  if (path_stage_[pi] != 0) {
+    Staged& s = staged_[static_cast<size_t>(path_stage_[pi] - 1)];
+    path_stage_[pi] = 0;
+    s.complete = true;
+    s.lane = -1;
+    ++frames_done_;
+    if (s.h.seq < next_post_seq_) DeliverStaged();  // posted while its payload was arriving
+    return;
+  }
+  CompleteData(path.index(), h);
+}
+
+int RecvComm::StageFrame(const FrameHeader& h) {
+  // Only what a sender may send unsolicited: one chunk holding a whole message, within the budget
+  // and the duplicate window. Anything else waits in its path, as before v4.
+  if (h.offset != 0 || h.length != h.total || h.total > kMaxUnsolicitedBytes ||
+      h.seq >= next_post_seq_ + kMaxUnsolicitedMsgs || staged_count_ == static_cast<int>(staged_.size()))
+    return -1;
+  constexpr uint64_t kArena = 2 * kMaxUnsolicitedBytes;
+  const uint64_t need = (h.length + 63) & ~uint64_t{63};
+  if (stage_head_ + need > kArena) {
+    // Compact: live frames move to the front (at most kMaxUnsolicitedMsgs small copies, and only
+    // when the arena's tail is used up; a path still filling a slot pins it where it is).
+    bool filling = false;
+    for (const Staged& s : staged_) filling |= s.used && !s.complete;
+    if (filling) return -1;
+    uint64_t at = 0;
+    for (int pass = 0; pass < static_cast<int>(staged_.size()); ++pass) {
+      Staged* low = nullptr;  // the lowest-positioned live frame not yet moved
+      for (Staged& s : staged_)
+        if (s.used && s.pos >= at && (low == nullptr || s.pos < low->pos)) low = &s;
+      if (low == nullptr) break;
+      const uint64_t len = (low->h.length + 63) & ~uint64_t{63};
+      if (low->pos != at) std::memmove(stage_buf_.get() + at, stage_buf_.get() + low->pos, low->h.length);
+      low->pos = at;
+      at += len;
+    }
+    stage_head_ = at;
+    if (stage_head_ + need > kArena) return -1;
+  }
+  if (!stage_buf_) stage_buf_.reset(new char[kArena]);
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    Staged& s = staged_[i];
+    if (s.used) continue;
+    s.used = true;
+    s.complete = false;
+    s.h = h;
+    s.pos = stage_head_;
+    stage_head_ += need;
+    ++staged_count_;
+    ++staged_frames_;
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void RecvComm::DeliverStaged() {
+  // In sequence order: a grouped receive binds its buffers by tag as frames arrive.
+  while (staged_count_ > 0 && error_.ok()) {
+    Staged* next = nullptr;
+    for (Staged& s : staged_)
+      if (s.used && s.complete && s.h.seq < next_post_seq_ && (next == nullptr || s.h.seq < next->h.seq)) next = &s;
+    if (next == nullptr) return;
+    const FrameHeader h = next->h;
+    char* dest = nullptr;
+    const HeaderVerdict v = PlaceData(kStageLane, h, &dest);
+    if (v == HeaderVerdict::kReject) {
+      next->used = false;
+      --staged_count_;
+      Fail(InvalidUsage(reject_reason_));
+      return;
+    }
+    if (dest != nullptr && h.length > 0) std::memcpy(dest, stage_buf_.get() + next->pos, h.length);
+    next->used = false;
+    --staged_count_;
+    if (staged_count_ == 0) stage_head_ = 0;
+    CompleteData(kStageLane, h);
+  }
+}
+
+void RecvComm::DropStaged(int pi) {
+  int8_t& slot = path_stage_[static_cast<size_t>(pi)];
+  if (slot == 0) return;
+  Staged& s = staged_[static_cast<size_t>(slot - 1)];
+  slot = 0;
+  if (!s.used || s.complete) return;
+  s.used = false;  // its sender re-sends it: the chunk was on a path that is gone
+  --staged_count_;
+  if (staged_count_ == 0) stage_head_ = 0;
+}
+
+void RecvComm::CompleteData(int lane, const FrameHeader& h) {
+  const size_t li = static_cast<size_t>(lane);
+  RecvEntry* e = path_entry_[li];
   if (e == nullptr) return;  // discarded duplicate
-  path_entry_[path.index()] = nullptr;
+  path_entry_[li] = nullptr;
   uint64_t idx = h.offset / e->chunk;
   e->chunks_seen[idx / 64] |= uint64_t{1} << (idx % 64);
   ++frames_done_;
@@ -208,7 +321,7 @@ void RecvComm::OnFrameComplete(Path& path, const FrameHeader& h) {
   // must not land in the buffer, which NCCL may reuse as soon as the message completes.
   for (auto& q : paths_) {
     int qi = q->index();
-    if (qi != path.index() && path_entry_[qi] == e && path_offset_[qi] == h.offset) {
+    if (qi != lane && path_entry_[qi] == e && path_offset_[qi] == h.offset) {
       q->DiscardCurrentPayload();
       path_entry_[qi] = nullptr;
     }
@@ -216,10 +329,10 @@ void RecvComm::OnFrameComplete(Path& path, const FrameHeader& h) {
   if (e->received < e->total || e->done) return;
   e->done = true;
   if (h.flags & kDataFlagAckNow) ack_now_ = true;
-  RecvRequest* r = path_req_[path.index()];
+  RecvRequest* r = path_req_[li];
   ++r->done_count;
   Record(e->collective, e->total, NowNs() - r->start_ns, sla::Direction::kRecv);
-  FF_PROBE(recv_done, opts_.task_hash, e->collective, e->total, peer_.c_str(), path.index(), opts_.sla_us,
+  FF_PROBE(recv_done, opts_.task_hash, e->collective, e->total, peer_.c_str(), lane == kStageLane ? -1 : lane, opts_.sla_us,
            NowNs() - r->start_ns, opts_.task.c_str());
   done_bits_[h.seq % kDoneWindow] = true;
   if (cum_done_ == acked_) done_since_ns_ = NowNs();
@@ -238,6 +351,7 @@ void RecvComm::OnFrameComplete(Path& path, const FrameHeader& h) {
 }
 
 void RecvComm::OnPathLost(Path& p, const std::string& why, uint64_t silent_ns) {
+  DropStaged(p.index());
   Comm::OnPathLost(p, why, silent_ns);
   SendPathEvent(p.index(), PathEvent::kDown);
 }
@@ -401,11 +515,11 @@ Status RecvComm::Progress() {
       (credit_sent_ < cum_done_ + kDescLowWater || next_post_seq_ - credit_sent_ >= kDescBatch ||
        now - posted_since_ns_ >= delay_ns))
     send = true;
-  // With no receive left outstanding the caller has no reason to call us again (NCCL tests only
-  // pending requests, and closes its send comm first): a batched acknowledgement held back now would
-  // wait until the next irecv, or forever, while the sender re-sends and its close waits for it.
-  if (cum_done_ > acked_ && (ack_now_ || active_count_ == 0 || cum_done_ - acked_ >= opts_.ack_batch ||
-                             now - done_since_ns_ >= delay_ns))
+  // Eager messages need no prompt acknowledgement: their sender completed them already, asks for one
+  // (kDataFlagAckNow) when its ring runs low, and closes once its peer's transport holds everything.
+  // So an acknowledgement held back here rides the next descriptor frame - in a ping-pong, after the
+  // caller's own reply has left - instead of costing a system call on the message's critical path.
+  if (cum_done_ > acked_ && (ack_now_ || cum_done_ - acked_ >= opts_.ack_batch || now - done_since_ns_ >= delay_ns))
     send = true;
   if (send && SendAck(ack_all_paths_ || ack_requested_, ack_requested_)) {
     if (ack_all_paths_) ack_all_paths_ = false;

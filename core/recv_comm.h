@@ -2,6 +2,7 @@
 #pragma once
 
 #include <bitset>
+#include <memory>
 
 #include "core/comm.h"
 #include "core/requests.h"
@@ -26,6 +27,17 @@ class RecvComm final : public Comm {
 
   bool ExpectingTraffic() const override { return active_count_ > 0; }
   RecvEntry* FindEntry(const FrameHeader& h, RecvRequest** req);
+  // A data frame arriving on lane `pi` (a path's index, or kStageLane for a staged frame): matches
+  // it to its posted buffer (or stages it when none is posted yet) and says where its payload goes.
+  HeaderVerdict PlaceData(int pi, const FrameHeader& h, char** dest);
+  // The payload of the frame placed on lane `pi` has landed.
+  void CompleteData(int pi, const FrameHeader& h);
+  // Unsolicited frames (wire v4): a single-chunk eager message that arrived before its buffer was
+  // posted is read into the staging area, so its path keeps flowing (re-sent chunks after a failover
+  // may queue behind it); it is copied to the buffer when the receive is posted.
+  int StageFrame(const FrameHeader& h);  // slot, or -1 when it does not fit (the path then stalls)
+  void DeliverStaged();                  // every complete staged frame whose buffer is now posted
+  void DropStaged(int pi);               // the path filling a slot is gone
   // Sends the cumulative acknowledgement with the descriptors not yet published (all from cum_done_
   // when `republish`), on the path that last delivered data or, when `all_paths`, on every live path.
   bool SendAck(bool all_paths, bool republish);
@@ -79,9 +91,27 @@ class RecvComm final : public Comm {
   std::vector<ParkedRejoin> parked_;  // one slot per path, sized at construction
   int parked_count_ = 0;
   uint64_t rejoins_refused_ = 0;
+  // Lanes: one per path index, plus kStageLane for frames delivered from the staging area.
+  static constexpr int kStageLane = 63;
   std::array<RecvEntry*, 64> path_entry_{};
   std::array<RecvRequest*, 64> path_req_{};
   std::array<uint64_t, 64> path_offset_{};  // offset of the chunk each path is receiving
+  struct Staged {
+    bool used = false;
+    bool complete = false;
+    int lane = -1;       // the path reading its payload, until complete
+    FrameHeader h{};
+    uint64_t pos = 0;    // in stage_buf_
+  };
+  std::array<Staged, kMaxUnsolicitedMsgs> staged_{};
+  int staged_count_ = 0;
+  std::unique_ptr<char[]> stage_buf_;  // 2 x kMaxUnsolicitedBytes, allocated at first use
+  uint64_t stage_head_ = 0;            // bump position; compacted when a frame does not fit
+  std::array<int8_t, 64> path_stage_{};  // slot + 1 each path is filling (0: none)
+  uint64_t staged_frames_ = 0;
+
+ public:
+  uint64_t staged_frames() const { return staged_frames_; }
 };
 
 }  // namespace ff

@@ -33,6 +33,7 @@ struct SendMsg {
   bool matched = false;      // the receiver's descriptor was checked against it
   RecvDescriptor dest{};     // that descriptor, once matched: where an RDMA path writes the chunks
   bool eager = false;
+  bool ack_soon = false;     // eager, but the ring or the message slots run low: asks for a prompt acknowledgement
   int home_path = -1;        // unstriped messages keep one path
   int tag = 0;
   uint16_t collective = 0xffff;

@@ -22,6 +22,8 @@ SendComm::SendComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& 
     ring_size_ = opts_.eager_ring_bytes;
     ring_.reset(new char[ring_size_]);
   }
+  unsolicited_ok_ = ring_ != nullptr && !paths_.empty();
+  for (const auto& p : paths_) unsolicited_ok_ &= !p->NeedsPostedBuffer();
 }
 
 char* SendComm::RingReserve(uint64_t len, uint64_t* end) {
@@ -48,7 +50,10 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   SendRequest* r = pool_.Acquire(RequestKind::kSend, this);
   if (r == nullptr) return Status::Ok();
   const uint64_t now = NowNs();
-  if (inflight_count() == 0) ack_progress_ns_ = now;  // the timeout counts from the first message owed
+  if (inflight_count() == 0) {  // the timeout counts from the first message owed
+    ack_progress_ns_ = now;
+    acks_asked_ = false;
+  }
   const uint64_t seq = next_seq_++;
   SendMsg& m = Msg(seq);
   m.seq = seq;
@@ -59,6 +64,7 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   m.zero_queued = false;
   m.matched = false;
   m.eager = false;
+  m.ack_soon = false;
   m.home_path = -1;
   m.tag = tag;
   m.collective = Classify(phandle);
@@ -76,6 +82,9 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
       m.data = copy;
       m.ring_end = end;
       m.eager = true;
+      // The receiver acknowledges eager messages lazily; past half the ring or of the message slots
+      // this one asks for its acknowledgement at once, so the sender never runs dry waiting.
+      m.ack_soon = (ring_head_ - ring_tail_) * 2 > ring_size_ || inflight_count() * 2 > kMaxMsgs;
       ++eager_messages_;
     }
   }
@@ -97,9 +106,26 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
 
 uint64_t SendComm::DrainForClose(uint64_t timeout_ns) {
   const uint64_t start = NowNs();
+  // Eager messages are acknowledged lazily, and a receiver with nothing posted is not progressing:
+  // once every owed byte sits in the peer's transport, ask once for the acknowledgement, give it a
+  // moment, and close - nothing is lost (a failover is what would need the ring, and there is none).
+  uint64_t delivered_ns = 0;
   while (next_seq_ > acked_seq_ && error_.ok() && NowNs() - start < timeout_ns) {
     (void)Progress();
-    if (next_seq_ > acked_seq_) usleep(50);
+    if (next_seq_ == acked_seq_) break;
+    if (OwedOnlyAcknowledgements()) {
+      const uint64_t now = NowNs();
+      if (delivered_ns == 0) {
+        delivered_ns = now;  // asked once: the request itself is in flight for a moment
+        RequestAcks();
+        (void)FlushAll();
+      } else if (now - delivered_ns >= kCloseAckGraceNs) {
+        FF_INFO(NCCL_NET, "closing the send connection to %s: the peer's transport holds all %llu eager message(s) "
+                "not yet acknowledged", peer_.c_str(), static_cast<unsigned long long>(next_seq_ - acked_seq_));
+        return 0;
+      }
+    }
+    usleep(50);
   }
   if (next_seq_ > acked_seq_ && error_.ok())
     FF_WARN("closing the send connection to %s with %llu message(s) unacknowledged after %.1f s", peer_.c_str(),
@@ -188,7 +214,7 @@ void SendComm::QueueChunk(SendMsg& m, Path& p, uint64_t offset) {
   h.task_hash = opts_.task_hash;
   h.sla_us = opts_.sla_us;
   h.collective = m.collective;
-  h.flags = m.eager ? 0 : kDataFlagAckNow;
+  h.flags = m.eager && !m.ack_soon ? 0 : kDataFlagAckNow;
   SealHeader(&h);
   p.QueueData(h, m.data + offset, m.dest);
   m.chunk_path[offset / m.chunk] = static_cast<uint8_t>(p.index());
@@ -197,9 +223,14 @@ void SendComm::QueueChunk(SendMsg& m, Path& p, uint64_t offset) {
 void SendComm::Schedule() {
   for (uint64_t seq = acked_seq_; seq < next_seq_; ++seq) {
     SendMsg& m = Msg(seq);
-    if (m.seq >= credit_) return;  // its receive buffer is not posted yet
-    if (!m.matched && !Match(m)) return;
-    if (!m.matched) return;
+    if (!m.matched) {
+      if (m.seq < credit_) {
+        if (!Match(m)) return;
+        if (!m.matched) return;
+      } else if (!SendUnsolicited(m)) {
+        return;  // its receive buffer is not posted yet
+      }
+    }
     // Chunks whose path died go first: the receiver's cumulative acknowledgement waits on them.
     for (size_t w = 0; m.resend_count > 0 && w < m.resend.size(); ++w) {
       while (m.resend[w] != 0) {
@@ -219,6 +250,34 @@ void SendComm::Schedule() {
       m.zero_queued = true;
     }
   }
+}
+
+bool SendComm::UnsolicitedFits(const SendMsg& m) const {
+  if (!unsolicited_ok_ || !m.eager || m.size > m.chunk || failover_.active) return false;
+  if (m.seq < credit_ || m.seq - credit_ >= kMaxUnsolicitedMsgs) return false;
+  // Messages between the credit and this one all went unsolicited (Schedule sends in order).
+  uint64_t bytes = m.size;
+  for (uint64_t s = credit_; s < m.seq; ++s) bytes += msgs_[s % kMaxMsgs].size;
+  return bytes <= kMaxUnsolicitedBytes;
+}
+
+bool SendComm::SendUnsolicited(SendMsg& m) {
+  if (!UnsolicitedFits(m)) return false;
+  m.matched = true;
+  m.dest = RecvDescriptor{};  // a stream ignores it; the receiver checks tag and size on arrival
+  ++unsolicited_messages_;
+  return true;
+}
+
+bool SendComm::OwedOnlyAcknowledgements() const {
+  for (uint64_t seq = acked_seq_; seq < next_seq_; ++seq) {
+    const SendMsg& m = msgs_[seq % kMaxMsgs];
+    if (!m.eager || !m.matched || m.next_offset < m.size || (m.size == 0 && !m.zero_queued) || m.resend_count > 0)
+      return false;
+  }
+  for (const auto& p : paths_)
+    if (p->alive() && !p->Quiescent()) return false;
+  return !failover_.active;
 }
 
 void SendComm::StartWithoutPath(int index) {
@@ -415,6 +474,7 @@ void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
     desc_seq_[slot] = x.seq + 1;
   }
   while (desc_seq_[credit_ % kDescWindow] == credit_ + 1) ++credit_;
+  ++acks_received_;
   if (a.cum_done <= acked_seq_) return;
   const uint64_t now = NowNs();
   for (uint64_t seq = acked_seq_; seq < a.cum_done; ++seq) {
@@ -428,6 +488,12 @@ void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
     Record(m.collective, m.size, now - m.start_ns, sla::Direction::kSend);
   }
   acked_seq_ = a.cum_done;
+  // An unsolicited message can be acknowledged before its descriptor arrives, which is then dropped
+  // as a repeat: what the receiver acknowledged it had certainly posted.
+  if (credit_ < acked_seq_) {
+    credit_ = acked_seq_;
+    while (desc_seq_[credit_ % kDescWindow] == credit_ + 1) ++credit_;
+  }
   if (acked_seq_ == next_seq_) ring_tail_ = ring_head_;
   // Resume once the receiver acknowledges past where it stood at the cut: data flows again.
   if (failover_.active && acked_seq_ > failover_.acked_at_detect) EndFailover();
@@ -437,7 +503,8 @@ bool SendComm::RxCanWait() const {
   // Reading acknowledgements costs a system call per path even when there is nothing: inside isend
   // it is skipped while nothing the new message needs is owed (credit, ring room, a free
   // message slot), at most 15 times in a row so peer reports are still read promptly.
-  return rx_skips_ < 15 && !failover_.active && credit_ >= next_seq_ && inflight_count() < kMaxMsgs / 2 &&
+  const bool credit_ok = credit_ >= next_seq_ || (next_seq_ > 0 && UnsolicitedFits(msgs_[(next_seq_ - 1) % kMaxMsgs]));
+  return rx_skips_ < 15 && !failover_.active && credit_ok && inflight_count() < kMaxMsgs / 2 &&
          (ring_size_ == 0 || (ring_head_ - ring_tail_) * 2 < ring_size_);
 }
 
@@ -445,7 +512,11 @@ Status SendComm::Progress() {
   if (!error_.ok()) return error_;
   const bool waiting = inflight_count() > 0;
   if (waiting && !CheckHealth()) return error_;
-  const bool read_rx = waiting && !(in_isend_ && RxCanWait());
+  // Reading can wait inside isend - but never past the acknowledgement timeout, which must judge
+  // what the peer sent, not what still sits unread in the sockets.
+  const bool overdue = waiting && opts_.resend_timeout_ms != 0 &&
+                       NowNs() - ack_progress_ns_ >= uint64_t{opts_.resend_timeout_ms} * 500'000;
+  const bool read_rx = waiting && (!(in_isend_ && RxCanWait()) || overdue);
   rx_skips_ = read_rx ? 0 : rx_skips_ + 1;
   for (int round = 0; round < 4; ++round) {
     if (read_rx || round > 0) {
@@ -479,8 +550,9 @@ Status SendComm::Progress() {
     if (!error_.ok()) return error_;
     if (!FlushAll()) return error_;
     bool more = false;
-    for (uint64_t seq = acked_seq_; seq < next_seq_ && seq < credit_ && !more; ++seq) {
+    for (uint64_t seq = acked_seq_; seq < next_seq_ && !more; ++seq) {
       const SendMsg& m = Msg(seq);
+      if (!m.matched) break;
       more = m.next_offset < m.size || m.resend_count > 0;
     }
     if (!more) break;
@@ -509,6 +581,7 @@ void SendComm::CheckAckTimeout(uint64_t now_ns) {
   if (opts_.resend_timeout_ms == 0 || inflight_count() == 0) return;
   if (acked_seq_ != ack_seen_) {
     ack_seen_ = acked_seq_;
+    acks_asked_ = false;
     ack_progress_ns_ = now_ns;
     timeout_streak_ = 0;
     stuck_reported_ = false;
@@ -535,10 +608,25 @@ void SendComm::CheckAckTimeout(uint64_t now_ns) {
     if (!p->alive()) continue;
     if (p->queued_frames() > 0 || p->InFlightBytes() != 0) return;
   }
+  // Only eager messages owed: their acknowledgement is lazy, and a receiver that posted nothing since
+  // is not reading. Re-send only when it is evidently progressing (its acknowledgements arrived since
+  // the last look) and still lacks them; otherwise just ask again.
+  // An acknowledgement frame sent before the data arrived proves nothing: only one answering our
+  // request (kAckRequest, sent at the previous timeout) does.
+  const bool answered = acks_asked_ && acks_received_ != acks_at_timeout_;
+  if (!answered && OwedOnlyAcknowledgements()) {
+    acks_asked_ = true;
+    acks_at_timeout_ = acks_received_;
+    RequestAcks();
+    ++timeout_streak_;
+    ack_progress_ns_ = now_ns;
+    return;
+  }
+  acks_asked_ = false;
   uint64_t bytes = 0;
   for (uint64_t seq = acked_seq_; seq < next_seq_; ++seq) {
     SendMsg& r = Msg(seq);
-    if (r.seq >= credit_) continue;
+    if (!r.matched) continue;
     const uint64_t queued = r.size == 0 ? (r.zero_queued ? 1 : 0) : (r.next_offset + r.chunk - 1) / r.chunk;
     for (uint64_t c = 0; c < queued; ++c) {
       uint64_t bit = uint64_t{1} << (c % 64);
@@ -640,7 +728,7 @@ Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {
     if (r->seq < acked_seq_) return true;
     if (!r->eager) return false;
     const SendMsg& m = Msg(r->seq);
-    if (m.seq >= credit_ || m.next_offset < m.size || (m.size == 0 && !m.zero_queued) || m.resend_count > 0)
+    if (!m.matched || m.next_offset < m.size || (m.size == 0 && !m.zero_queued) || m.resend_count > 0)
       return false;
     for (const auto& p : paths_)
       if (p->alive() && p->queued_data_frames() > 0) return false;

@@ -30,6 +30,7 @@ class SendComm final : public Comm {
   uint64_t unacked_messages() const { return next_seq_ - acked_seq_; }
   uint64_t resent_bytes() const { return resent_bytes_; }
   uint64_t eager_messages() const { return eager_messages_; }
+  uint64_t unsolicited_messages() const { return unsolicited_messages_; }
 
   HeaderVerdict OnHeader(Path& path, const FrameHeader& h, char** dest) override;
   void OnFrameComplete(Path& path, const FrameHeader& h) override;
@@ -54,7 +55,9 @@ class SendComm final : public Comm {
   void EndFailover();
   // Fails over the paths the receiver reported lost (PathEvent::kDown); false when the comm failed.
   bool ApplyPeerLoss();
-  bool ExpectingTraffic() const override { return next_seq_ > acked_seq_; }
+  // Eager messages the peer's transport holds are owed only their (lazy) acknowledgement: a peer that
+  // closes in order after reading them ends nothing that is still expected.
+  bool ExpectingTraffic() const override { return next_seq_ > acked_seq_ && !OwedOnlyAcknowledgements(); }
   // After the first fatal error: tell the receiver, so it does not wait for messages that never come.
   void OnFailed() override;
   // Failback: reconnects failed paths through the transport's reconnector, one step per call.
@@ -66,6 +69,13 @@ class SendComm final : public Comm {
   char* RingReserve(uint64_t len, uint64_t* end);
   // Whether reading the paths' incoming frames can wait: nothing this call needs is owed by the peer.
   bool RxCanWait() const;
+  // Whether message `m` (beyond the credit) may go before its descriptor: an eager single-chunk
+  // message on stream paths, within the unsolicited budget, outside a failover. Marks it matched.
+  bool SendUnsolicited(SendMsg& m);
+  bool UnsolicitedFits(const SendMsg& m) const;
+  // Every message owed is eager, wholly handed over, and every live path's peer holds all it was
+  // sent: only the acknowledgement is missing, and nothing needs re-sending.
+  bool OwedOnlyAcknowledgements() const;
 
   RequestPool<SendRequest> pool_;
   std::array<SendMsg, kMaxMsgs> msgs_{};
@@ -82,6 +92,11 @@ class SendComm final : public Comm {
   uint64_t ring_tail_ = 0;
   uint64_t eager_messages_ = 0;
   uint32_t rx_skips_ = 0;
+  bool unsolicited_ok_ = false;  // every path is a stream (no posted-buffer descriptor needed)
+  uint64_t acks_received_ = 0;   // acknowledgement frames read (the receiver is progressing)
+  uint64_t acks_at_timeout_ = 0;
+  bool acks_asked_ = false;      // the acknowledgement timeout asked for one (eager messages only owed)
+  uint64_t unsolicited_messages_ = 0;
   bool in_isend_ = false;
   // Acknowledgement timeout: last time the cumulative ack moved (or sending started).
   uint64_t ack_progress_ns_ = 0;
@@ -94,6 +109,8 @@ class SendComm final : public Comm {
   void RequestAcks();
   void ProbeCredit(uint64_t now_ns);
   static constexpr uint64_t kCreditProbeNs = 20'000'000;
+  // Close: how long an acknowledgement is awaited once the peer's transport holds every eager byte.
+  static constexpr uint64_t kCloseAckGraceNs = 2'000'000;
   uint64_t credit_seen_ = 0;
   uint64_t credit_wait_ns_ = 0;
   uint64_t credit_probe_gap_ns_ = kCreditProbeNs;

@@ -17,6 +17,15 @@
 //     secret and the connection's nonce (plugin/hello_auth.h), and rejoins carry a counter the
 //     receiver checks against a replay window. The header layout is unchanged; the hello's length
 //     and meaning are not, so a v2 peer must be refused by version rather than misread.
+// Version 4. What changed from version 3, and why:
+//   - Unsolicited eager messages: on a byte stream a sender may send a single-chunk eager message
+//     before the receiver has published the buffer for it (at most kMaxUnsolicitedMsgs messages and
+//     kMaxUnsolicitedBytes beyond its credit), and the receiver stages what arrives before its buffer
+//     is posted. A small message no longer waits for a descriptor's round trip, and the receiver no
+//     longer answers every completed receive with an acknowledgement of its own: acknowledgements
+//     of eager messages ride the next descriptor frame (or go per FLEXIFORCE_ACK_BATCH / _DELAY_US).
+//     A v3 receiver would leave such frames unread in its socket, where re-sent chunks after a
+//     failover could queue behind them: the versions must not mix.
 // Both ends must run the same version: a mismatch is refused at the first header.
 #pragma once
 
@@ -27,7 +36,7 @@
 namespace ff {
 
 constexpr uint32_t kFrameMagic = 0x46464658;  // "XFFF" little-endian
-constexpr uint8_t kWireVersion = 3;
+constexpr uint8_t kWireVersion = 4;
 constexpr uint64_t kMaxMessageBytes = 1ull << 40;
 constexpr uint32_t kMaxFramePayload = 64u << 20;
 
@@ -49,6 +58,11 @@ enum class FrameType : uint8_t {
 // Data frame flag: the sender completes this message only on its acknowledgement (not eager), so the
 // receiver acknowledges it at once instead of batching.
 constexpr uint16_t kDataFlagAckNow = 1;
+// Unsolicited eager messages (stream transports only: RDMA writes need the posted buffer's address):
+// what a sender may have sent beyond the receiver's published descriptors, and so what the
+// receiver's staging area must hold for its paths never to stall behind an unposted message.
+constexpr uint64_t kMaxUnsolicitedMsgs = 32;
+constexpr uint64_t kMaxUnsolicitedBytes = 256u << 10;
 // Hello flag: this path replaces path `path_index` of the existing connection (failback).
 constexpr uint16_t kHelloFlagRejoin = 1;
 

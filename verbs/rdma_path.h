@@ -83,6 +83,7 @@ class RdmaPath final : public Path {
   // Control frames are copied into a registered slot; a data frame needs QueueData (its destination).
   void Queue(const FrameHeader& sealed, const char* payload) override;
   void QueueData(const FrameHeader& sealed, const char* payload, const RecvDescriptor& dest) override;
+  bool NeedsPostedBuffer() const override { return true; }
   int queued_frames() const override { return tx_count_ - tx_posted_; }
   uint64_t queued_payload_bytes() const override { return queued_payload_bytes_; }
   int queued_data_frames() const override { return queued_data_frames_; }
