@@ -3,12 +3,12 @@
 
 #include <sys/random.h>
 
-#include <chrono>
-#include <cstring>
-#include <mutex>
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -143,8 +143,9 @@ class ClaimedConnect {
     auto it = r.live.find(id);
     if (it == r.live.end()) {
       if (RecentlyExpired(r, id))
-        return InvalidUsage("connect called again with a handle whose connect was abandoned: not called for "
-                            "FLEXIFORCE_CONNECT_TIMEOUT_MS, its sockets were closed; start over with a fresh handle");
+        return InvalidUsage("connect called again with a handle whose connect was abandoned and freed (no call for "
+                            "FLEXIFORCE_CONNECT_TIMEOUT_MS, or its context finalized); start over with a fresh "
+                            "handle");
       return Status::Ok();
     }
     if (it->second.busy) return InvalidUsage("connect called concurrently from two threads with one handle");
