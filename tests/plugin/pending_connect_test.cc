@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -153,6 +154,65 @@ TEST(PendingConnect, FinalizeFreesItsContextsConnectsAtOnce) {
   ncclNetDeviceHandle_t* dc = nullptr;
   EXPECT_EQ(peer.net()->connect(peer.ctx(), 0, others[0].data(), &sc, &dc), ncclSuccess);
   EXPECT_EQ(sc, nullptr);
+}
+
+// NCCL's proxy threads connect for different communicators at once while other calls sweep: the
+// registry of connects in progress is shared (the TSan lane runs this).
+TEST(PendingConnect, ThreadsConnectAbandonAndSweepAtOnce) {
+  NetPeer peer;
+  WarmUp(peer);
+  if (HasFatalFailure()) return;
+  const std::vector<char> dead = DeadListenerHandle(peer);
+  const int before = OpenFds();
+  constexpr int kThreads = 3;
+  constexpr int kCycles = 40;
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(kThreads + 1);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCycles && errors[t].empty(); ++i) {
+        char handle[128];
+        void* lc = nullptr;
+        if (peer.net()->listen(peer.ctx(), 0, handle, &lc) != ncclSuccess) {
+          errors[t] = "listen failed";
+          break;
+        }
+        void* sc = nullptr;
+        void* rc = nullptr;
+        ncclNetDeviceHandle_t* dc = nullptr;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while ((sc == nullptr || rc == nullptr) && errors[t].empty()) {
+          if (sc == nullptr && peer.net()->connect(peer.ctx(), 0, handle, &sc, &dc) != ncclSuccess)
+            errors[t] = "connect failed";
+          if (rc == nullptr && peer.net()->accept(lc, &rc, &dc) != ncclSuccess) errors[t] = "accept failed";
+          if (std::chrono::steady_clock::now() > deadline) errors[t] = "connect/accept timed out";
+        }
+        if (sc) peer.net()->closeSend(sc);
+        if (rc) peer.net()->closeRecv(rc);
+        peer.net()->closeListen(lc);
+      }
+    });
+  }
+  // Meanwhile connects are abandoned on another thread; they expire while the others run.
+  threads.emplace_back([&] {
+    for (int i = 0; i < 20; ++i) {
+      std::vector<char> h = dead;
+      void* sc = nullptr;
+      ncclNetDeviceHandle_t* dc = nullptr;
+      if (peer.net()->connect(peer.ctx(), 0, h.data(), &sc, &dc) != ncclSuccess || sc != nullptr) {
+        errors[kThreads] = "a refused connect did not return a NULL comm";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors) EXPECT_TRUE(e.empty()) << e;
+  std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs + 200));
+  char handle[128];
+  void* lc = peer.Listen(handle);
+  ASSERT_EQ(peer.net()->closeListen(lc), ncclSuccess);
+  EXPECT_EQ(OpenFds(), before) << "descriptors left after every connect ended or expired";
 }
 
 }  // namespace
