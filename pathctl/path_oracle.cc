@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 
 #include "pathctl/topology_json.h"
 
@@ -72,14 +73,15 @@ std::shared_ptr<PathOracle> PathOracle::FromEnvironment(const std::vector<std::s
   return FromInterfaces(local_ips, remote_ips, options);
 }
 
-uint64_t PathOracle::QueryHash(const std::vector<std::string>& locals, const std::string& remote, int64_t sla_key,
-                               int size_class) {
+uint64_t PathOracle::QueryHash(const std::vector<std::string>& locals, const TopoDistances& topo,
+                               const std::string& remote, int64_t sla_key, int size_class) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](std::string_view s) {
     for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
     h = (h ^ 0x1F) * 1099511628211ull;
   };
   for (const std::string& l : locals) mix(l);
+  for (const auto& d : topo) h = (h ^ (d ? static_cast<uint64_t>(*d) + 1 : 0)) * 1099511628211ull;
   mix(remote);
   h = (h ^ static_cast<uint64_t>(sla_key)) * 1099511628211ull;
   h = (h ^ static_cast<uint64_t>(size_class)) * 1099511628211ull;
@@ -88,14 +90,25 @@ uint64_t PathOracle::QueryHash(const std::vector<std::string>& locals, const std
 
 std::shared_ptr<const PathChoice> PathOracle::Query(const std::vector<std::string>& local_ips,
                                                     const std::string& remote_ip, double sla_us, uint64_t size_bytes) {
+  return Query(local_ips, remote_ip, sla_us, size_bytes, TopoDistances{});
+}
+
+std::shared_ptr<const PathChoice> PathOracle::Query(const std::vector<std::string>& local_ips,
+                                                    const std::string& remote_ip, double sla_us, uint64_t size_bytes,
+                                                    const TopoDistances& topo_distance) {
   const int64_t sla_key = SlaKey(sla_us);
   const int size_class = SizeClass(size_bytes);
-  const uint64_t h = QueryHash(local_ips, remote_ip, sla_key, size_class);
+  // Trailing unknowns say nothing: "{PIX, unknown}" and "{PIX}" are one query.
+  TopoDistances topo(topo_distance.begin(),
+                     topo_distance.begin() + static_cast<std::ptrdiff_t>(std::min(topo_distance.size(), local_ips.size())));
+  while (!topo.empty() && !topo.back()) topo.pop_back();
+  const uint64_t h = QueryHash(local_ips, topo, remote_ip, sla_key, size_class);
   auto find = [&](const Snapshot& s) -> std::shared_ptr<const PathChoice> {
     auto it = s.queries.find(h);
     if (it == s.queries.end()) return nullptr;
     for (const auto& q : it->second)
-      if (q->sla_key == sla_key && q->size_class == size_class && q->remote == remote_ip && q->locals == local_ips)
+      if (q->sla_key == sla_key && q->size_class == size_class && q->remote == remote_ip && q->locals == local_ips &&
+          q->topo == topo)
         return q->choice;
     return nullptr;
   };
@@ -107,7 +120,7 @@ std::shared_ptr<const PathChoice> PathOracle::Query(const std::vector<std::strin
   std::shared_ptr<const Snapshot> current = snapshot_.load(std::memory_order_acquire);
   if (auto c = find(*current)) return c;  // another thread published it meanwhile
   auto next = std::make_shared<Snapshot>(*current);
-  auto q = BuildQueryLocked(*next, local_ips, remote_ip, sla_key, size_class);
+  auto q = BuildQueryLocked(*next, local_ips, topo, remote_ip, sla_key, size_class);
   next->queries[h].push_back(q);
   ++stats_.snapshots_published;
   snapshot_.store(std::move(next), std::memory_order_release);
@@ -123,8 +136,16 @@ std::shared_ptr<const TableEntry> PathOracle::TableLocked(Snapshot& snap, const 
   return e;
 }
 
-PathOption PathOracle::ToOption(const RankedPath& r) const {
+double PathOracle::TopoCost(std::optional<pcie::PciDistance> d) const {
+  if (!d) return 0;
+  const auto i = static_cast<size_t>(*d);
+  const auto& cost = options_.policy.topo_distance_cost_us;
+  return i < std::size(cost) ? cost[i] : cost[std::size(cost) - 1];
+}
+
+PathOption PathOracle::ToOption(const RankedPath& r, std::optional<pcie::PciDistance> topo) const {
   PathOption o;
+  o.topo_distance = topo;
   const auto& nodes = r.path.nodes;
   o.local_ip = topo_.node(nodes.front()).ip;
   o.remote_ip = topo_.node(nodes.back()).ip;
@@ -141,11 +162,13 @@ PathOption PathOracle::ToOption(const RankedPath& r) const {
 
 std::shared_ptr<const PathOracle::CachedQuery> PathOracle::BuildQueryLocked(Snapshot& snap,
                                                                            const std::vector<std::string>& locals,
+                                                                           const TopoDistances& topo,
                                                                            const std::string& remote,
                                                                            int64_t sla_key, int size_class) {
   ++stats_.queries_computed;
   auto q = std::make_shared<CachedQuery>();
   q->locals = locals;
+  q->topo = topo;
   q->remote = remote;
   q->sla_key = sla_key;
   q->size_class = size_class;
@@ -155,25 +178,37 @@ std::shared_ptr<const PathOracle::CachedQuery> PathOracle::BuildQueryLocked(Snap
   choice->remote_ip = remote;
 
   std::vector<std::shared_ptr<const TableEntry>> entries;
+  std::vector<std::optional<pcie::PciDistance>> entry_topo;  // of each entry's local NIC
   auto dst = topo_.FindNicByIp(remote);
   if (dst) {
-    for (const std::string& l : locals) {
-      auto src = topo_.FindNicByIp(l);
+    for (size_t i = 0; i < locals.size(); ++i) {
+      auto src = topo_.FindNicByIp(locals[i]);
       if (!src || *src == *dst) continue;
       TableKey key{*src, *dst, sla_key, size_class};
       q->tables.push_back(key);
       entries.push_back(TableLocked(snap, key));
+      entry_topo.push_back(i < topo.size() ? topo[i] : std::nullopt);
+    }
+  }
+  // The cached rankings are per NIC pair, independent of the GPU; its distance to each local NIC
+  // is added here, on copies, before the primary and backups are picked.
+  std::vector<RankedPath> scored;
+  std::vector<std::optional<pcie::PciDistance>> scored_topo;
+  for (size_t e = 0; e < entries.size(); ++e) {
+    for (const RankedPath& r : entries[e]->ranking.paths) {
+      scored.push_back(r);
+      scored.back().score += TopoCost(entry_topo[e]);
+      scored_topo.push_back(entry_topo[e]);
     }
   }
   std::vector<const RankedPath*> candidates;
-  for (const auto& e : entries)
-    for (const RankedPath& r : e->ranking.paths) candidates.push_back(&r);
+  for (const RankedPath& r : scored) candidates.push_back(&r);
   std::vector<size_t> pick = SelectPrimaryAndBackups(candidates, options_.policy.backups);
   if (!pick.empty()) {
-    static_cast<PathOption&>(*choice) = ToOption(*candidates[pick[0]]);
+    static_cast<PathOption&>(*choice) = ToOption(scored[pick[0]], scored_topo[pick[0]]);
     choice->routed = true;
-    choice->sla_attainable = candidates[pick[0]]->feasible;
-    for (size_t i = 1; i < pick.size(); ++i) choice->backups.push_back(ToOption(*candidates[pick[i]]));
+    choice->sla_attainable = scored[pick[0]].feasible;
+    for (size_t i = 1; i < pick.size(); ++i) choice->backups.push_back(ToOption(scored[pick[i]], scored_topo[pick[i]]));
   }
   if (!choice->sla_attainable) ++stats_.unattainable;
   q->choice = std::move(choice);
@@ -212,7 +247,7 @@ bool PathOracle::ApplyTransitionsLocked(const std::vector<HealthTransition>& tra
       bool hit = std::any_of(q->tables.begin(), q->tables.end(), [&](const TableKey& k) {
         return std::find(affected.begin(), affected.end(), k) != affected.end();
       });
-      if (hit) q = BuildQueryLocked(*next, q->locals, q->remote, q->sla_key, q->size_class);
+      if (hit) q = BuildQueryLocked(*next, q->locals, q->topo, q->remote, q->sla_key, q->size_class);
     }
   }
   ++stats_.snapshots_published;

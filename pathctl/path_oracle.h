@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "pathctl/path_ranker.h"
 #include "pathctl/ranking_policy.h"
 #include "pathctl/topology.h"
+#include "pcie/topo_distance.h"
 
 namespace ff::pathctl {
 
@@ -28,8 +30,10 @@ struct PathOption {
   uint16_t sport_hi = 0;
   uint32_t path_id = 0;
   double latency_us = 0;
-  double score = 0;
+  double score = 0;       // the ranker's score plus the topo_distance cost of local_ip; lower is better
   bool feasible = false;  // met every SLA constraint
+  // PCIe distance between the GPU and local_ip as the query gave it; nullopt when not given.
+  std::optional<pcie::PciDistance> topo_distance;
   std::vector<std::string> hops;   // node ids, local NIC first
   std::vector<uint32_t> links;     // link indices (for ReportLinkHealth by index)
 };
@@ -40,6 +44,11 @@ struct PathChoice : PathOption {
   bool routed = false;            // false: an endpoint is not in the graph; use local_ip, any port
   std::vector<PathOption> backups;  // most link-disjoint first
 };
+
+// Per local address of a query, the PCIe distance between the GPU the traffic comes from and that
+// NIC (pcie::ClassifyDistance); nullopt: unknown (no cost). Shorter than the address list: the
+// rest are unknown.
+using TopoDistances = std::vector<std::optional<pcie::PciDistance>>;
 
 struct OracleOptions {
   Policy policy;
@@ -74,6 +83,11 @@ class PathOracle {
   // miss ranks under a writer mutex and publishes a new snapshot. Never returns null.
   std::shared_ptr<const PathChoice> Query(const std::vector<std::string>& local_ips, const std::string& remote_ip,
                                           double sla_us, uint64_t size_bytes);
+  // The same, with each local NIC's topo_distance: a path's score grows by
+  // Policy::topo_distance_cost_us of its local NIC's distance, so the primary and backups prefer the
+  // NICs nearest the GPU among paths the fabric rates alike.
+  std::shared_ptr<const PathChoice> Query(const std::vector<std::string>& local_ips, const std::string& remote_ip,
+                                          double sla_us, uint64_t size_bytes, const TopoDistances& topo_distance);
 
   // Health input. Returns true when the link's state changed (affected entries were
   // recomputed and a new snapshot published). Unknown links return false.
@@ -100,6 +114,7 @@ class PathOracle {
   struct CachedQuery {
     std::vector<std::string> locals;
     std::string remote;
+    TopoDistances topo;
     int64_t sla_key;
     int size_class;
     std::vector<TableKey> tables;
@@ -110,13 +125,15 @@ class PathOracle {
     std::unordered_map<TableKey, std::shared_ptr<const TableEntry>, TableKeyHash> tables;
     std::unordered_map<uint64_t, std::vector<std::shared_ptr<const CachedQuery>>> queries;
   };
-  static uint64_t QueryHash(const std::vector<std::string>& locals, const std::string& remote, int64_t sla_key,
-                            int size_class);
+  static uint64_t QueryHash(const std::vector<std::string>& locals, const TopoDistances& topo,
+                            const std::string& remote, int64_t sla_key, int size_class);
   // Writer side; mu_ held.
   std::shared_ptr<const TableEntry> TableLocked(Snapshot& snap, const TableKey& key);
   std::shared_ptr<const CachedQuery> BuildQueryLocked(Snapshot& snap, const std::vector<std::string>& locals,
-                                                      const std::string& remote, int64_t sla_key, int size_class);
-  PathOption ToOption(const RankedPath& r) const;
+                                                      const TopoDistances& topo, const std::string& remote,
+                                                      int64_t sla_key, int size_class);
+  PathOption ToOption(const RankedPath& r, std::optional<pcie::PciDistance> topo) const;
+  double TopoCost(std::optional<pcie::PciDistance> d) const;
   bool ApplyTransitionsLocked(const std::vector<HealthTransition>& transitions);
 
   Topology topo_;

@@ -35,6 +35,13 @@ struct Policy {
 
   // Degraded links stay usable as a last resort: this is added to their search cost and score.
   double degraded_link_cost = 1e6;
+
+  // topo_distance: added to the score of a path by the PCIe distance between the GPU and the local
+  // NIC the path leaves from, indexed in pcie::PciDistance's order (PIX, PXB, PHB, NODE, SYS). Of
+  // equal fabric paths the nearest NIC wins; a NIC across the socket interconnect wins only with a
+  // fabric path better by more than the difference. Rough PCIe/interconnect latencies; a ranking
+  // weight, not an SLA constraint (the latency verdicts judge the fabric alone).
+  double topo_distance_cost_us[5] = {0.0, 0.5, 1.0, 2.0, 4.0};
 };
 
 // sla_us <= 0 means no SLA (Level 3).

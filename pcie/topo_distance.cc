@@ -70,6 +70,11 @@ PciDistance ClassifyDistance(const PciPlacement& a, const PciPlacement& b) {
   return PciDistance::kNode;
 }
 
+std::optional<PciDistance> KnownDistance(const PciPlacement& a, const PciPlacement& b) {
+  if (!a.chain && !b.chain) return std::nullopt;
+  return ClassifyDistance(a, b);
+}
+
 std::vector<size_t> OrderByDistance(const PciPlacement& gpu, const std::vector<PciPlacement>& nics) {
   std::vector<PciDistance> d;
   d.reserve(nics.size());

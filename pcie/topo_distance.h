@@ -37,6 +37,10 @@ int SwitchesBetween(const PciChain& a, const PciChain& b);
 
 PciDistance ClassifyDistance(const PciPlacement& a, const PciPlacement& b);
 
+// ClassifyDistance when at least one of the two devices is on PCI; nullopt when neither is (two
+// virtual interfaces: PCIe says nothing about them, so nothing should be ranked by it).
+std::optional<PciDistance> KnownDistance(const PciPlacement& a, const PciPlacement& b);
+
 // Indices of `nics` ordered nearest to `gpu` first; equal distances keep the given order, so
 // callers that list NICs by PCI address get a stable, reproducible choice.
 std::vector<size_t> OrderByDistance(const PciPlacement& gpu, const std::vector<PciPlacement>& nics);

@@ -3,10 +3,14 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <mutex>
-#include <set>
+#include <string>
+#include <vector>
 
 #include "plugin/tcp_reconnect.h"
 #include "tcp/absent_stream.h"
@@ -51,36 +55,184 @@ struct PendingConnect {
   std::chrono::steady_clock::time_point first_done{};
 };
 
-// Pointers we stored into handles; anything else found there is not trusted.
-std::mutex g_mu;
-std::set<PendingConnect*> g_live;
+// Connects in progress, by an id kept in the handle's reserved bytes (never a pointer: the bytes of
+// a handle are not trusted, and an id is never reused, so a stale handle cannot name another
+// connect). NCCL calls connect() until it yields a comm, but a communicator that aborts or is
+// destroyed mid-handshake never calls again: its entry (sockets, key) would stay forever. An entry
+// not called for FLEXIFORCE_CONNECT_TIMEOUT_MS is expired (every connect, listen, closeListen and
+// finalize sweeps), and finalize(ctx) drops that context's entries at once.
+struct PendingEntry {
+  std::unique_ptr<PendingConnect> pc;
+  bool busy = false;  // a ConnectStep works on it now (outside the lock): nobody else may touch it
+  std::chrono::steady_clock::time_point last_call;
+};
 
-PendingConnect* LoadState(void* handle) {
-  PendingConnect* p = nullptr;
-  std::memcpy(&p, static_cast<char*>(handle) + kConnectStateOffset, sizeof(p));
-  std::lock_guard<std::mutex> lock(g_mu);
-  return g_live.count(p) ? p : nullptr;
+struct PendingRegistry {
+  std::mutex mu;
+  std::map<uint64_t, PendingEntry> live;
+  uint64_t next_id = 0;
+  // Ids expired lately: a call that comes back with one gets an error, not a new connect.
+  std::array<uint64_t, 64> expired{};
+  size_t expired_count = 0;
+};
+
+PendingRegistry& Registry() {
+  // Never destroyed: NCCL's proxy thread may still connect while static destructors run.
+  static auto* r = [] {
+    auto* reg = new PendingRegistry;
+    // A random start: ids are not small numbers that stray bytes in a handle could equal.
+    if (getrandom(&reg->next_id, sizeof(reg->next_id), 0) != sizeof(reg->next_id)) reg->next_id = 0x9e3779b97f4a7c15ull;
+    return reg;
+  }();
+  return *r;
 }
 
-void StoreState(void* handle, PendingConnect* p) {
-  std::memcpy(static_cast<char*>(handle) + kConnectStateOffset, &p, sizeof(p));
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (p) g_live.insert(p);
+uint64_t LoadId(const void* handle) {
+  uint64_t id = 0;
+  std::memcpy(&id, static_cast<const char*>(handle) + kConnectStateOffset, sizeof(id));
+  return id;
 }
 
-void Forget(void* handle, PendingConnect* p) {
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_live.erase(p);
+void StoreId(void* handle, uint64_t id) { std::memcpy(static_cast<char*>(handle) + kConnectStateOffset, &id, sizeof(id)); }
+
+bool RecentlyExpired(const PendingRegistry& r, uint64_t id) {
+  const auto end = r.expired.begin() + static_cast<std::ptrdiff_t>(std::min(r.expired_count, r.expired.size()));
+  return std::find(r.expired.begin(), end, id) != end;
+}
+
+// Takes the entries `drop` selects out of the registry (under its lock); they are destroyed, their
+// sockets closed, after the lock is released.
+template <typename Pred>
+std::vector<std::unique_ptr<PendingConnect>> TakeIdle(PendingRegistry& r, Pred drop) {
+  std::vector<std::unique_ptr<PendingConnect>> out;
+  for (auto it = r.live.begin(); it != r.live.end();) {
+    if (!it->second.busy && drop(it->second)) {
+      r.expired[r.expired_count++ % r.expired.size()] = it->first;
+      out.push_back(std::move(it->second.pc));
+      it = r.live.erase(it);
+    } else {
+      ++it;
+    }
   }
-  PendingConnect* null = nullptr;
-  std::memcpy(static_cast<char*>(handle) + kConnectStateOffset, &null, sizeof(null));
-  delete p;
+  return out;
+}
+
+// The entry a ConnectStep works on: registered busy, released (or removed) when the step ends.
+class ClaimedConnect {
+ public:
+  ClaimedConnect() = default;
+  ClaimedConnect(const ClaimedConnect&) = delete;
+  ClaimedConnect& operator=(const ClaimedConnect&) = delete;
+  ~ClaimedConnect() {
+    if (pc_ == nullptr) return;
+    PendingRegistry& r = Registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.live.find(id_);
+    if (it == r.live.end()) return;
+    it->second.busy = false;
+    it->second.last_call = std::chrono::steady_clock::now();
+  }
+  PendingConnect* get() const { return pc_; }
+  // Looks up the handle's connect. Not found (never started, finished, or bytes we did not write):
+  // Ok with get() == nullptr. Error when the id expired or another thread is connecting with it.
+  Status Claim(void* handle) {
+    const uint64_t id = LoadId(handle);
+    if (id == 0) return Status::Ok();
+    PendingRegistry& r = Registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.live.find(id);
+    if (it == r.live.end()) {
+      if (RecentlyExpired(r, id))
+        return InvalidUsage("connect called again with a handle whose connect was abandoned and freed (no call for "
+                            "FLEXIFORCE_CONNECT_TIMEOUT_MS, or its context finalized); start over with a fresh "
+                            "handle");
+      return Status::Ok();
+    }
+    if (it->second.busy) return InvalidUsage("connect called concurrently from two threads with one handle");
+    it->second.busy = true;
+    id_ = id;
+    pc_ = it->second.pc.get();
+    return Status::Ok();
+  }
+  // Registers a new connect for `handle`, busy.
+  void Adopt(void* handle, std::unique_ptr<PendingConnect> pc) {
+    PendingRegistry& r = Registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    do id_ = ++r.next_id;
+    while (id_ == 0 || r.live.count(id_) != 0);
+    pc_ = pc.get();
+    r.live[id_] = PendingEntry{std::move(pc), true, std::chrono::steady_clock::now()};
+    StoreId(handle, id_);
+  }
+  // The connect ended (a comm or an error): frees its state and clears the handle's bytes.
+  void Finish(void* handle) {
+    std::unique_ptr<PendingConnect> doomed;
+    {
+      PendingRegistry& r = Registry();
+      std::lock_guard<std::mutex> lock(r.mu);
+      auto it = r.live.find(id_);
+      if (it != r.live.end()) {
+        doomed = std::move(it->second.pc);
+        r.live.erase(it);
+      }
+    }
+    StoreId(handle, 0);
+    pc_ = nullptr;
+  }
+
+ private:
+  uint64_t id_ = 0;
+  PendingConnect* pc_ = nullptr;
+};
+
+// One line per sweep: NCCL abandons a communicator's connects together.
+void LogDropped(const std::vector<std::unique_ptr<PendingConnect>>& dropped, const char* why) {
+  if (dropped.empty()) return;
+  size_t sockets = 0;
+  std::string peers;
+  for (const auto& pc : dropped) {
+    for (const auto& a : pc->paths) sockets += a.socket.valid() ? 1 : 0;
+    const std::string p = tcp::PeerToString(pc->handle.addrs[0]);
+    if (peers.find(p) == std::string::npos) peers += (peers.empty() ? "" : ", ") + p;
+  }
+  FF_WARN("freed %zu unfinished connect(s) to %s: %s; %zu socket(s) closed", dropped.size(), peers.c_str(), why,
+          sockets);
 }
 
 Status StartPath(PathAttempt& a) { return tcp::StartConnect(a.remote, &a.local, a.sport_lo, a.sport_hi, &a.socket); }
 
 }  // namespace
+
+size_t ExpireAbandonedConnects() {
+  const auto idle = std::chrono::milliseconds(PluginState::Get().config().connect_timeout_ms);
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<PendingConnect>> dropped;
+  {
+    PendingRegistry& r = Registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.live.empty()) return 0;
+    dropped = TakeIdle(r, [&](const PendingEntry& e) { return now - e.last_call >= idle; });
+  }
+  LogDropped(dropped, "NCCL stopped calling them (no call for FLEXIFORCE_CONNECT_TIMEOUT_MS)");
+  return dropped.size();
+}
+
+size_t DropPendingConnects(const NetContext* ctx) {
+  std::vector<std::unique_ptr<PendingConnect>> dropped;
+  {
+    PendingRegistry& r = Registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    dropped = TakeIdle(r, [&](const PendingEntry& e) { return e.pc->ctx == ctx; });
+  }
+  LogDropped(dropped, "their context was finalized");
+  return dropped.size();
+}
+
+size_t PendingConnectCount() {
+  PendingRegistry& r = Registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.live.size();
+}
 
 Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::unique_ptr<SendComm>* out) {
   out->reset();
@@ -90,7 +242,10 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   if (dev < 0 || dev >= static_cast<int>(st.devices().size()))
     return InvalidArgument("connect on device " + std::to_string(dev) + "; accepted 0 to " +
                            std::to_string(st.devices().size() - 1));
-  PendingConnect* pc = LoadState(handle);
+  ExpireAbandonedConnects();
+  ClaimedConnect claim;
+  if (Status cs = claim.Claim(handle); !cs.ok()) return cs;
+  PendingConnect* pc = claim.get();
   if (pc == nullptr) {
     auto fresh = std::make_unique<PendingConnect>();
     Status ds = DecodeHandle(handle, &fresh->handle);
@@ -142,8 +297,8 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       if (!s.ok()) return s;
       fresh->paths.push_back(std::move(a));
     }
-    pc = fresh.release();
-    StoreState(handle, pc);
+    pc = fresh.get();
+    claim.Adopt(handle, std::move(fresh));
   }
 
   bool all_done = true;
@@ -165,21 +320,21 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
           a.socket.reset();
           Status s = StartPath(a);  // the listener may not be up yet; try again
           if (!s.ok()) {
-            Forget(handle, pc);
+            claim.Finish(handle);
             return s;
           }
           all_done = false;
           continue;
         }
         Status s = RemoteError(ErrnoMessage("connect to " + tcp::PeerToString(a.remote), err));
-        Forget(handle, pc);
+        claim.Finish(handle);
         return s;
       }
       if (cp == tcp::ConnectProgress::kPending) {
         if (std::chrono::steady_clock::now() > pc->deadline) {
           Status s = RemoteError("connect to " + tcp::PeerToString(a.remote) + " timed out after " +
                                  std::to_string(cfg.connect_timeout_ms) + " ms (FLEXIFORCE_CONNECT_TIMEOUT_MS)");
-          Forget(handle, pc);
+          claim.Finish(handle);
           return s;
         }
         all_done = false;
@@ -192,7 +347,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       o.max_pacing_bytes_per_s = pc->pacing_bytes_per_s;
       Status s = tcp::ApplyPathOptions(a.socket.fd(), a.remote.ss_family, o);
       if (!s.ok()) {
-        Forget(handle, pc);
+        claim.Finish(handle);
         return s;
       }
       a.stage = PathAttempt::Stage::kHello;
@@ -202,7 +357,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       ssize_t w = tcp::SendSome(a.socket.fd(), &iov, 1);
       if (w < 0) {
         Status s = RemoteError(ErrnoMessage("hello to " + tcp::PeerToString(a.remote), errno));
-        Forget(handle, pc);
+        claim.Finish(handle);
         return s;
       }
       a.sent += static_cast<uint32_t>(w);
@@ -280,7 +435,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
             static_cast<long long>(PathSetupGrace(cfg.connect_timeout_ms).count()));
   else
     FF_INFO(NCCL_NET, "connected to %s with %zu path(s)", peer.c_str(), pc->paths.size());
-  Forget(handle, pc);
+  claim.Finish(handle);
   return Status::Ok();
 }
 

@@ -22,4 +22,13 @@ inline std::chrono::milliseconds PathSetupGrace(int connect_timeout_ms) {
 // the handle's reserved bytes, as NCCL expects of connect().
 Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::unique_ptr<SendComm>* out);
 
+// A connect NCCL stopped calling (its communicator aborted or was destroyed mid-handshake) holds
+// sockets until it is freed here. Frees every connect not called for FLEXIFORCE_CONNECT_TIMEOUT_MS;
+// connect, listen, closeListen and finalize call it. Returns how many were freed.
+size_t ExpireAbandonedConnects();
+// Frees the connects in progress of `ctx` (finalize: NCCL will not call connect with it again).
+size_t DropPendingConnects(const NetContext* ctx);
+// Connects in progress (for tests and diagnostics).
+size_t PendingConnectCount();
+
 }  // namespace ff

@@ -64,6 +64,8 @@ Status Finalize(void* ctx) {
   NetContext* c = static_cast<NetContext*>(ctx);
   if (c == nullptr || c == &PluginState::Get().default_context()) return Status::Ok();
   if (c->magic != NetContext::kMagic) return InvalidArgument("finalize: not a context returned by init");
+  DropPendingConnects(c);  // they point at the context, and NCCL will not call connect with it again
+  if (PluginState::Get().initialized()) ExpireAbandonedConnects();
   c->magic = 0;
   delete c;
   return Status::Ok();
@@ -120,6 +122,7 @@ Status GetProperties(int dev, Properties* props) {
 
 Status Listen(void* ctx, int dev, void* handle, void** listen_comm) {
   if (Status s = RequireInit(); !s.ok()) return s;
+  ExpireAbandonedConnects();
   NetContext* c = ContextOf(ctx);
   if (c == nullptr) return InvalidArgument("listen: not a context returned by init");
   std::unique_ptr<ListenComm> lc;
@@ -256,6 +259,7 @@ Status CloseListen(void* listen_comm) {
   if (lc->magic != ListenComm::kMagic) return InvalidArgument("closeListen: not a listen comm");
   lc->magic = 0;
   delete lc;
+  ExpireAbandonedConnects();
   return Status::Ok();
 }
 

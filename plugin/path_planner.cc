@@ -80,12 +80,16 @@ PathPlan PlanPaths(int dev, const ListenHandle& remote, int npaths, const TaskPr
   if (!task.steer) return RoundRobin(dev, remote, npaths);
   PluginState& st = PluginState::Get();
   std::vector<std::string> locals, remotes;
-  for (int d : st.PathOrder(dev)) locals.push_back(tcp::AddressToString(st.devices()[d].addr));
+  pathctl::TopoDistances topo;  // each local NIC's PCIe distance from the GPU (see TopoDistance)
+  for (int d : st.PathOrder(dev)) {
+    locals.push_back(tcp::AddressToString(st.devices()[d].addr));
+    topo.push_back(st.TopoDistance(dev, d));
+  }
   for (const auto& a : remote.addrs) remotes.push_back(tcp::AddressToString(a));
   std::string note;
   auto oracle = OracleFor(locals, remotes, &note);
   if (!note.empty()) FF_WARN("path oracle: %s", note.c_str());
-  auto choice = oracle->Query(locals, remotes[0], task.sla_us, 0);
+  auto choice = oracle->Query(locals, remotes[0], task.sla_us, 0, topo);
   if (!choice->routed) {
     PathPlan plan = RoundRobin(dev, remote, npaths);
     plan.summary = "oracle has no route from " + locals[0] + " to " + remotes[0] + "; " + plan.summary;
@@ -117,6 +121,7 @@ PathPlan PlanPaths(int dev, const ListenHandle& remote, int npaths, const TaskPr
       for (const auto& h : o.hops) hops += (hops.empty() ? "" : ">") + h;
       plan.summary += (i ? "; " : "") + std::string(i ? "backup " : "primary ") + hops + " sport " +
                       std::to_string(o.sport_lo) + "-" + std::to_string(o.sport_hi);
+      if (o.topo_distance) plan.summary += " (PCIe " + std::string(pcie::DistanceName(*o.topo_distance)) + ")";
     }
   }
   return plan;

@@ -82,4 +82,11 @@ std::vector<int> PluginState::PathOrder(int dev) const {
   return order;
 }
 
+std::optional<pcie::PciDistance> PluginState::TopoDistance(int dev, int other) const {
+  const size_t n = placements_.size();
+  if (dev < 0 || other < 0 || static_cast<size_t>(dev) >= n || static_cast<size_t>(other) >= n) return std::nullopt;
+  if (dev == other) return pcie::PciDistance::kPix;
+  return pcie::KnownDistance(placements_[static_cast<size_t>(dev)], placements_[static_cast<size_t>(other)]);
+}
+
 }  // namespace ff

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ class PluginState {
 
   // Local interfaces a connection from `dev` uses, the device's own first.
   std::vector<int> PathOrder(int dev) const;
+  // The oracle's topo_distance of local interface `other` for a connection NCCL opened on `dev`.
+  // NCCL does not tell a net plugin its GPU; it picks `dev` as the NIC nearest that GPU (from the
+  // pciPath we report), so `dev` itself is PIX and another NIC is as far as it is from `dev`.
+  // nullopt when neither is on PCI (virtual interfaces).
+  std::optional<pcie::PciDistance> TopoDistance(int dev, int other) const;
 
  private:
   std::atomic<bool> initialized_{false};  // read without the lock by every entry point

@@ -75,9 +75,16 @@ Status StartConnect(const sockaddr_storage& remote, const sockaddr_storage* loca
       }
       uint16_t port = sport_lo != 0 ? static_cast<uint16_t>(sport_lo + (start + i) % tries) : 0;
       SetPort(&b, port);
+      int one = 1;
       if (sport_lo != 0) {
-        int one = 1;
         setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      } else {
+        // Only the address is pinned: let connect() pick the port against the full 4-tuple. A bind
+        // to port 0 must find a port no other socket of this address holds, TIME_WAIT included,
+        // and scans the ephemeral range for it: after some thousands of connections each connect
+        // spent milliseconds in the kernel's search (tests/plugin/soak_test.cc). Best effort:
+        // without the option (Linux < 4.2) bind picks the port as before.
+        setsockopt(s.fd(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
       }
       if (::bind(s.fd(), reinterpret_cast<sockaddr*>(&b), AddrLen(b)) != 0) {
         last_err = errno;

@@ -8,7 +8,6 @@
 #include <cmath>
 
 #include "pcie/net_device_path.h"
-#include "pcie/pci_chain.h"
 #include "verbs/rdma_sysfs.h"
 #include "verbs/verbs_owners.h"
 
@@ -61,10 +60,9 @@ bool CompletePort(const DiscoveryOptions& o, const std::string& device, int port
       }
     }
   }
-  const std::string sysfs = SysfsDir(o.root);
-  p.pci_path = pcie::ResolvePath(IbDeviceDir(o.root, device) + "/device").value_or("");
-  // A virtual device (rxe, siw) has no device node: NCCL's topology then places it by its netdev.
-  if (p.pci_path.empty() && !p.netdev.empty()) p.pci_path = pcie::NetDevicePath(sysfs, p.netdev);
+  // The PCIe component owns pciPath for every transport: the device node resolved through its
+  // symlinks, or for a virtual device (rxe, siw) its netdev's, where NCCL's topology places it.
+  p.pci_path = pcie::RdmaDevicePath(SysfsDir(o.root), device, p.netdev);
   d->ports.push_back(std::move(p));
   return true;
 }

@@ -63,6 +63,16 @@ TEST(TopoDistance, DeviceOffPciIsSys) {
   EXPECT_EQ(ClassifyDistance(gpu, nowhere), PciDistance::kSys);
 }
 
+TEST(TopoDistance, KnownDistanceIsNoneOnlyWhenNeitherDeviceIsOnPci) {
+  auto gpu = At("/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0", 0);
+  auto same = At("/sys/devices/pci0000:27/0000:27:01.0/0000:28:00.0", 0);
+  PciPlacement veth, lo;
+  EXPECT_EQ(KnownDistance(veth, lo), std::nullopt) << "two virtual interfaces: nothing to rank by";
+  EXPECT_EQ(KnownDistance(gpu, veth), PciDistance::kSys);
+  EXPECT_EQ(KnownDistance(veth, gpu), PciDistance::kSys);
+  EXPECT_EQ(KnownDistance(gpu, same), PciDistance::kNode);
+}
+
 TEST(TopoDistance, OrderByDistanceNearestFirstStableOnTies) {
   auto gpu = At(kSwitch + "/0000:17:00.0/0000:18:00.0", 0);
   std::vector<PciPlacement> nics = {

@@ -195,6 +195,25 @@ TEST(TopoFixture, NetDevicePathIsTheResolvedDeviceLinkAsNcclReadsIt) {
             dgx.Real("sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0"));
 }
 
+TEST(TopoFixture, RdmaDevicePathIsTheSameDeviceAsItsNetdevs) {
+  GeneratedTree dgx("dgx_h100.topo");
+  GeneratedTree vm("vm_virtio.topo");
+  ASSERT_TRUE(dgx.ok() && vm.ok());
+  const std::string sys = dgx.root() + "/sys";
+  // A ConnectX function carries both names: one device, one pciPath, whichever transport asks.
+  EXPECT_EQ(RdmaDevicePath(sys, "mlx5_0"),
+            dgx.Real("sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0"));
+  EXPECT_EQ(RdmaDevicePath(sys, "mlx5_0"), NetDevicePath(sys, "ibp25s0"));
+  EXPECT_EQ(RdmaDevicePath(sys, "mlx5_5", "ibp25s0"), RdmaDevicePath(sys, "mlx5_5")) << "its own node first";
+  // No such RDMA device (a virtual one): the netdev it runs over places it.
+  EXPECT_EQ(RdmaDevicePath(vm.root() + "/sys", "rxe0", "eth0"),
+            vm.Real("sys/devices/pci0000:00/0000:00:03.0/virtio2"));
+  EXPECT_EQ(RdmaDevicePath(vm.root() + "/sys", "rxe0"), "");
+  EXPECT_EQ(RdmaDevicePath(sys, "../net/ibp25s0"), "");
+  EXPECT_EQ(NetDevicePath(sys, "../infiniband/mlx5_0"), "");
+  EXPECT_EQ(NetDevicePath(sys, ""), "");
+}
+
 TEST(TopoFixture, GeneratedTreesUseRealRelativeSymlinksLikeTheKernel) {
   GeneratedTree dgx("dgx_h100.topo");
   ASSERT_TRUE(dgx.ok());

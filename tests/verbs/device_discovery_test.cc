@@ -4,8 +4,12 @@
 #include "verbs/device_discovery.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <sys/socket.h>
 
+#include "pcie/device_inventory.h"
+#include "pcie/net_device_path.h"
 #include "tests/verbs/fake_verbs.h"
 #include "tests/verbs/verbs_fixture.h"
 
@@ -68,6 +72,40 @@ TEST_F(DeviceDiscovery, SysfsListsActiveUsablePortsWithTheirFacts) {
   EXPECT_EQ(rxe->netdev, "eth0");
   // No device node: the virtio netdev's device, as NCCL's topology needs a PCI position.
   EXPECT_EQ(rxe->pci_path, fixture_.Real("sys/devices/pci0000:00/0000:00:03.0/virtio0"));
+}
+
+// getProperties().pciPath of a verbs device is the path the PCIe component resolved for the same
+// NIC (its inventory, which also places it for distances), so NCCL pairs GPUs and NICs alike for
+// both transports.
+TEST_F(DeviceDiscovery, PciPathIsThePcieComponentsResolvedDevicePath) {
+  Discovery d = DiscoverFromSysfs(Options());
+  ASSERT_EQ(d.ports.size(), 3u);
+  const pcie::Inventory inv = pcie::ScanInventory(fixture_.root());
+  for (const VerbsPort& p : d.ports) {
+    SCOPED_TRACE(p.device);
+    const pcie::NicDevice* nic = nullptr;
+    for (const auto& n : inv.nics) {
+      const bool rdma = std::find(n.rdma_devices.begin(), n.rdma_devices.end(), p.device) != n.rdma_devices.end();
+      // rxe0 has no device node of its own: the NIC is its netdev's.
+      const bool carrier = n.rdma_devices.empty() &&
+                           std::find(n.netdevs.begin(), n.netdevs.end(), p.netdev) != n.netdevs.end();
+      if (rdma || carrier) nic = &n;
+    }
+    ASSERT_NE(nic, nullptr) << "the PCIe inventory does not list the NIC of " << p.device;
+    EXPECT_EQ(p.pci_path, nic->sysfs_path);
+    EXPECT_EQ(p.pci_path, pcie::RdmaDevicePath(fixture_.root() + "/sys", p.device, p.netdev));
+    const pcie::PciPlacement where = pcie::PlaceDevicePath(p.pci_path);
+    ASSERT_TRUE(where.chain.has_value()) << p.pci_path;
+    EXPECT_EQ(where.chain->host_bridge, nic->placement.chain->host_bridge);
+    EXPECT_EQ(where.numa_node, nic->placement.numa_node);
+  }
+  // Names that are no device: nothing resolves, nothing outside the class directory is read.
+  const std::string sys = fixture_.root() + "/sys";
+  EXPECT_EQ(pcie::RdmaDevicePath(sys, "nosuch"), "");
+  EXPECT_EQ(pcie::RdmaDevicePath(sys, ".."), "");
+  EXPECT_EQ(pcie::RdmaDevicePath(sys, "../infiniband/mlx5_0"), "");
+  EXPECT_EQ(pcie::RdmaDevicePath(sys, "", "eth0"), fixture_.Real("sys/devices/pci0000:00/0000:00:03.0/virtio0"));
+  EXPECT_EQ(pcie::RdmaDevicePath(sys, "rxe0", "../net/eth0"), "");
 }
 
 TEST_F(DeviceDiscovery, HcaFilterSelectsDevicesAndPorts) {
