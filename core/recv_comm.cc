@@ -328,6 +328,7 @@ void RecvComm::CompleteData(int lane, const FrameHeader& h) {
   }
   if (e->received < e->total || e->done) return;
   e->done = true;
+  ++messages_done_;
   if (h.flags & kDataFlagAckNow) ack_now_ = true;
   RecvRequest* r = path_req_[li];
   ++r->done_count;
@@ -453,6 +454,17 @@ bool RecvComm::SendAck(bool all_paths, bool republish) {
   return sent;
 }
 
+bool RecvComm::OnlySmallBuffersUnpublished() const {
+  const uint64_t limit = std::min<uint64_t>(opts_.eager_bytes, std::min<uint64_t>(kMaxUnsolicitedBytes, opts_.chunk_bytes));
+  if (limit == 0 || paths_.empty() || paths_[0]->NeedsPostedBuffer()) return false;
+  for (int i = 0; i < active_count_; ++i) {
+    const RecvRequest& r = *active_[i];
+    for (int k = 0; k < r.n; ++k)
+      if (r.seq_base + static_cast<uint64_t>(k) >= credit_sent_ && r.entries[k].capacity > limit) return false;
+  }
+  return true;
+}
+
 void RecvComm::ReportIfStuck(uint64_t now_ns) {
   if (frames_done_ != frames_seen_) {
     frames_seen_ = frames_done_;
@@ -498,10 +510,20 @@ Status RecvComm::Progress() {
   }
   if (!CheckHealth()) return error_;
   if (expecting) ReportIfStuck(NowNs());
-  if (expecting) {
-    for (auto& p : paths_) {
-      if (!p->alive()) continue;
-      if (!HandlePump(*p, p->Poll(*this))) return error_;
+  // Inside irecv the paths are not read: the caller's test() comes next and reads them, and in a
+  // ping-pong the caller's reply usually goes first - every system call here would sit on its
+  // critical path. Otherwise every path is read, starting with the one that last delivered data;
+  // once a receive completed the others wait for the next call (a reply is due now, and an idle
+  // path costs a system call to find empty).
+  if (expecting && !in_irecv_) {
+    const int n = static_cast<int>(paths_.size());
+    const int first = last_rx_path_ >= 0 && last_rx_path_ < n ? last_rx_path_ : 0;
+    const uint64_t done_before = messages_done_;
+    for (int k = 0; k < n; ++k) {
+      Path& p = *paths_[static_cast<size_t>((first + k) % n)];
+      if (!p.alive()) continue;
+      if (!HandlePump(p, p.Poll(*this))) return error_;
+      if (messages_done_ != done_before) break;
     }
   }
   // Acknowledgements and descriptors, batched: at once when the sender waits on them (a message that
@@ -511,9 +533,11 @@ Status RecvComm::Progress() {
   const uint64_t delay_ns = uint64_t{opts_.ack_delay_us} * 1000;
   const bool repeat = ack_requested_ || (ack_all_paths_ && cum_done_ == acked_);
   bool send = repeat;
+  // Buffers that only messages able to come unsolicited fit (eager, one chunk, on a stream) need no
+  // prompt descriptor: theirs ride the next acknowledgement, or go after the batch/delay.
   if (next_post_seq_ > credit_sent_ && !in_irecv_ &&
-      (credit_sent_ < cum_done_ + kDescLowWater || next_post_seq_ - credit_sent_ >= kDescBatch ||
-       now - posted_since_ns_ >= delay_ns))
+      ((!OnlySmallBuffersUnpublished() && credit_sent_ < cum_done_ + kDescLowWater) ||
+       next_post_seq_ - credit_sent_ >= kDescBatch || now - posted_since_ns_ >= delay_ns))
     send = true;
   // Eager messages need no prompt acknowledgement: their sender completed them already, asks for one
   // (kDataFlagAckNow) when its ring runs low, and closes once its peer's transport holds everything.

@@ -41,6 +41,9 @@ class RecvComm final : public Comm {
   // Sends the cumulative acknowledgement with the descriptors not yet published (all from cum_done_
   // when `republish`), on the path that last delivered data or, when `all_paths`, on every live path.
   bool SendAck(bool all_paths, bool republish);
+  // Every buffer whose descriptor is not published yet takes only messages a sender may send
+  // without one (wire v4 unsolicited eager messages).
+  bool OnlySmallBuffersUnpublished() const;
   bool SendPathEvent(int path, PathEvent event);
   void SendAbort(AbortReason reason, uint64_t seq);
   // Takes the paths the sender reconnected (failback) in place of failed ones. A rejoin for a path
@@ -109,6 +112,7 @@ class RecvComm final : public Comm {
   uint64_t stage_head_ = 0;            // bump position; compacted when a frame does not fit
   std::array<int8_t, 64> path_stage_{};  // slot + 1 each path is filling (0: none)
   uint64_t staged_frames_ = 0;
+  uint64_t messages_done_ = 0;  // messages received whole
 
  public:
   uint64_t staged_frames() const { return staged_frames_; }
