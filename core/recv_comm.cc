@@ -516,14 +516,22 @@ Status RecvComm::Progress() {
   // once a receive completed the others wait for the next call (a reply is due now, and an idle
   // path costs a system call to find empty).
   if (expecting && !in_irecv_) {
+    // After stopping early, the next call starts past the path that stopped it, so a path whose
+    // neighbour keeps completing receives is never left unread.
     const int n = static_cast<int>(paths_.size());
-    const int first = last_rx_path_ >= 0 && last_rx_path_ < n ? last_rx_path_ : 0;
+    int first = last_rx_path_ >= 0 && last_rx_path_ < n ? last_rx_path_ : 0;
+    if (poll_after_ >= 0) first = (poll_after_ + 1) % n;
+    poll_after_ = -1;
     const uint64_t done_before = messages_done_;
     for (int k = 0; k < n; ++k) {
-      Path& p = *paths_[static_cast<size_t>((first + k) % n)];
+      const int i = (first + k) % n;
+      Path& p = *paths_[static_cast<size_t>(i)];
       if (!p.alive()) continue;
       if (!HandlePump(p, p.Poll(*this))) return error_;
-      if (messages_done_ != done_before) break;
+      if (messages_done_ != done_before) {
+        if (k + 1 < n) poll_after_ = i;
+        break;
+      }
     }
   }
   // Acknowledgements and descriptors, batched: at once when the sender waits on them (a message that

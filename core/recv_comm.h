@@ -113,6 +113,7 @@ class RecvComm final : public Comm {
   std::array<int8_t, 64> path_stage_{};  // slot + 1 each path is filling (0: none)
   uint64_t staged_frames_ = 0;
   uint64_t messages_done_ = 0;  // messages received whole
+  int poll_after_ = -1;         // the last read stopped early after this path
 
  public:
   uint64_t staged_frames() const { return staged_frames_; }
