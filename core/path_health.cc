@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "health/cpu_pressure.h"
 #include "health/link_monitor.h"
 
 namespace ff {
@@ -117,8 +118,15 @@ void PathWatchdog::ResetAckGapHistory() {
   g_ack_gap_at_ns.store(0, std::memory_order_relaxed);
 }
 
+uint64_t PathWatchdog::PressureAllowance(uint64_t now_ns) {
+  const double p = health::CpuPressure::Some10(now_ns);
+  if (p < kPressureFloor) return 0;
+  return static_cast<uint64_t>(p * static_cast<double>(kPressureScaleNs));
+}
+
 uint64_t PathWatchdog::RelativeLimit(uint32_t rtt_us, uint64_t now_ns) const {
-  return std::max({fast_stall_ns_, 8 * uint64_t{rtt_us} * 1000, kAckGapMargin * RecentAckGap(now_ns)});
+  return std::max({fast_stall_ns_, 8 * uint64_t{rtt_us} * 1000, kAckGapMargin * RecentAckGap(now_ns),
+                   PressureAllowance(now_ns)});
 }
 
 bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out) {

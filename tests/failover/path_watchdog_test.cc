@@ -2,11 +2,20 @@
 #include <gtest/gtest.h>
 
 #include "core/path_health.h"
+#include "health/cpu_pressure.h"
 
 namespace ff {
 namespace {
 
 constexpr uint64_t kMs = 1'000'000;
+
+// The rules' figures below assume an idle host: the host's real CPU pressure (PSI) is pinned to 0,
+// except where a test sets it.
+class IdleHost : public ::testing::Environment {
+ public:
+  void SetUp() override { health::CpuPressure::OverrideForTest(0); }
+};
+const auto* const kIdleHost = ::testing::AddGlobalTestEnvironment(new IdleHost);
 
 PathSample Sample(uint32_t unacked, uint64_t bytes_acked, uint32_t ms_since_ack) {
   PathSample tp;
@@ -417,6 +426,51 @@ TEST(PathWatchdogSoft, RepeatedDrainsDoubleTheFailbackTime) {
   w.NoteDrained(0, 1000 * kMs);
   EXPECT_FALSE(w.ReadyToReadmit(0, 1500 * kMs));
   EXPECT_TRUE(w.ReadyToReadmit(0, 2000 * kMs));
+}
+
+TEST(CpuPressure, ParsesTheSomeLineOfProcPressureCpu) {
+  EXPECT_DOUBLE_EQ(health::CpuPressure::Parse("some avg10=12.50 avg60=3.00 avg300=1.00 total=123\n"
+                                               "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"),
+                   0.125);
+  EXPECT_DOUBLE_EQ(health::CpuPressure::Parse("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"), 0.0);
+  EXPECT_LT(health::CpuPressure::Parse(""), 0);
+  EXPECT_LT(health::CpuPressure::Parse("full avg10=5.00\n"), 0);
+  EXPECT_LT(health::CpuPressure::Parse("some avg60=5.00\nfull avg10=1.00\n"), 0);  // avg10 only on the some line
+  EXPECT_LT(health::CpuPressure::Parse("some avg10=abc\n"), 0);
+  EXPECT_LT(health::CpuPressure::Parse("some avg10=250.0\n"), 0);
+}
+
+TEST(PathWatchdog, OnAnOversubscribedHostTheRelativeRuleWaitsLonger) {
+  // What CI saw on a loaded 2-core host: path 0 unacknowledged for 40 ms while path 1 was
+  // acknowledged 27 ms ago, on a healthy fabric. With half the time spent waiting for a CPU (PSI
+  // some avg10 = 50%) that is no evidence; on an idle host it is (the 10 ms detection of a cut).
+  PathWatchdog::ResetAckGapHistory();
+  for (double pressure : {0.0, 0.5}) {
+    health::CpuPressure::OverrideForTest(pressure);
+    PathWatchdog w(100 * kMs, false, 10 * kMs);
+    PathFaultReport rep;
+    uint64_t acked1 = 1000;
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+    EXPECT_FALSE(w.Judge(1, Sample(50, acked1, 0), 1000 * kMs, &rep));
+    bool fired = false;
+    uint64_t fired_at = 0;
+    for (uint64_t t = 1001; t <= 1090 && !fired; ++t) {
+      EXPECT_FALSE(w.Judge(0, Sample(50, 1000, static_cast<uint32_t>(t - 1000)), t * kMs, &rep));
+      EXPECT_FALSE(w.Judge(1, Sample(50, acked1 += 100, 0), t * kMs, &rep));
+      fired = w.JudgeRelative(0, t * kMs, &rep);
+      fired_at = t - 1000;
+    }
+    if (pressure == 0.0) {
+      EXPECT_TRUE(fired);
+      EXPECT_EQ(fired_at, 10u) << "an idle host keeps the 10 ms detection";
+    } else {
+      EXPECT_FALSE(fired) << "fired after " << fired_at << " ms at 50% CPU pressure";
+      EXPECT_EQ(w.RelativeLimit(0, 1090 * kMs), 100 * kMs);
+    }
+  }
+  health::CpuPressure::OverrideForTest(0.04);  // below the floor: no allowance
+  EXPECT_EQ(PathWatchdog::PressureAllowance(0), 0u);
+  health::CpuPressure::OverrideForTest(0);
 }
 
 }  // namespace
