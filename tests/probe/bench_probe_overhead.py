@@ -1,8 +1,17 @@
 #!/usr/bin/env python3
-"""Busbw of ff-collective through the plugin with `flexiforce probe watch` attached vs not, in one run
-(alternating rounds, so drift in a shared machine hits both sides). Needs root for the attached rounds.
+"""What the plugin's USDT probes cost: ff-collective AllReduce busbw (>= 1 MiB, loopback) through
+  off     the plugin with its probes compiled in, nothing attached (the state of every job);
+  on      the same plugin with `flexiforce probe watch` attached (started before the job, --lib);
+  nousdt  (with --no-usdt-plugin) a plugin built with -DFF_USDT=OFF: every FF_PROBE compiled to nothing.
+Each trial runs every arm once, in an order rotated from trial to trial, so drift on a shared machine
+hits all arms alike. Printed per size: each arm's median busbw and its range, and the per-trial ratios
+on/off (attached cost) and off/nousdt (unattached cost) as median [min, max]. Every run's results are
+checked by the driver; in attached runs the probe must count exactly the sends the driver made
+(else exit 1), which is what --check (one short trial, a ctest) relies on. Needs root for `on`.
 
-usage: bench_probe_overhead.py FLEXIFORCE FF_COLLECTIVE PLUGIN_SO [ROUNDS]"""
+usage: bench_probe_overhead.py FLEXIFORCE FF_COLLECTIVE PLUGIN_SO [--no-usdt-plugin SO] [--trials N]
+       [--ranks N] [--min-bytes 1M] [--max-bytes 16M] [--iters N] [--json FILE] [--check]"""
+import argparse
 import json
 import os
 import signal
@@ -10,49 +19,109 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-flexiforce, driver, plugin = sys.argv[1:4]
-rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 3
-SIZES = ("1M", "16M")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe_testlib as lib  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("flexiforce")
+ap.add_argument("driver")
+ap.add_argument("plugin")
+ap.add_argument("--no-usdt-plugin", help="the plugin built with -DFF_USDT=OFF (e.g. build-nousdt/lib/...)")
+ap.add_argument("--trials", type=int, default=7)
+ap.add_argument("--ranks", type=int, default=2)
+ap.add_argument("--min-bytes", default="1M")
+ap.add_argument("--max-bytes", default="16M")
+ap.add_argument("--iters", type=int, default=20)
+ap.add_argument("--json", help="also write every sample here")
+ap.add_argument("--check", action="store_true", help="one short trial; exit 1 unless every count is exact")
+a = ap.parse_args()
+if a.check:
+    a.trials, a.iters, a.max_bytes = 1, 3, "2M"
+lib.skip_unless_bpf(a.flexiforce)
+if a.no_usdt_plugin:
+    notes = subprocess.run(["readelf", "-n", a.no_usdt_plugin], capture_output=True, text=True).stdout
+    if "stapsdt" in notes:
+        sys.exit(f"{a.no_usdt_plugin} carries USDT notes: build it with -DFF_USDT=OFF")
+
+run_no = 0
 
 
-def run_driver():
-    r = subprocess.run([driver, "--ranks", "2", "--launch-local", "--backend", "plugin", "--coll", "allreduce",
-                        "--min-bytes", SIZES[0], "--max-bytes", SIZES[1], "--iters", "20", "--warmup", "2",
-                        "--json", "--timeout-s", "120"], capture_output=True, text=True, check=True)
-    return {x["bytes"]: x["busbw_gbps"] for x in json.loads(r.stdout)["results"]}
+def run_driver(plugin):
+    global run_no
+    run_no += 1
+    task = f"probe-bench-{os.getpid()}-{run_no}"
+    r = subprocess.run([a.driver, "--ranks", str(a.ranks), "--launch-local", "--backend", "plugin", "--plugin", plugin,
+                        "--coll", "allreduce", "--min-bytes", a.min_bytes, "--max-bytes", a.max_bytes,
+                        "--iters", str(a.iters), "--warmup", "2", "--json", "--timeout-s", "120"],
+                       capture_output=True, text=True, env=dict(os.environ, AI_TASK_ID=task, FLEXIFORCE_STATS="0"))
+    if r.returncode != 0:
+        sys.exit(f"FAIL: ff-collective exited {r.returncode}: {r.stderr}")
+    j = json.loads(r.stdout)
+    return task, {x["bytes"]: x["busbw_gbps"] for x in j["results"]}, sum(x["messages"]["sends"] for x in j["results"])
 
 
 def attached():
-    tmp = tempfile.mkdtemp()
-    ready = os.path.join(tmp, "ready")
-    w = subprocess.Popen([flexiforce, "probe", "watch", "--json", "--interval", "1", "--lib", plugin,
-                          "--ready-file", ready], stdout=subprocess.PIPE, text=True)
-    while not os.path.exists(ready):
-        if w.poll() is not None:
-            sys.exit("probe failed to attach")
-        time.sleep(0.05)
-    try:
-        res = run_driver()
-    finally:
-        w.send_signal(signal.SIGINT)
-        out, _ = w.communicate(timeout=30)
-    final = [json.loads(l) for l in out.splitlines() if l.strip()][-1]["total"]
-    msgs = sum(f["messages"] for f in final["flows"] if f["dir"] == "send")
-    return res, msgs
+    with tempfile.TemporaryDirectory() as tmp:
+        w = lib.start_probe([a.flexiforce, "probe", "watch", "--json", "--interval", "1", "--lib", a.plugin],
+                            os.path.join(tmp, "ready"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            task, res, sends = run_driver(a.plugin)
+        finally:
+            w.send_signal(signal.SIGINT)
+            out, err = w.communicate(timeout=60)
+    if w.returncode != 0:
+        sys.exit(f"FAIL: probe exited {w.returncode}: {err}")
+    total = [json.loads(l) for l in out.splitlines() if l.strip()][-1]["total"]
+    counted = sum(f["messages"] for f in total["flows"] if f["dir"] == "send" and f["task"] == task)
+    if counted != sends:
+        sys.exit(f"FAIL: the probe counted {counted} sends, the driver made {sends}")
+    return res
 
 
-off, on, counted = {}, {}, []
-for _ in range(rounds):
-    for k, v in run_driver().items():
-        off.setdefault(k, []).append(v)
-    res, msgs = attached()
-    counted.append(msgs)
-    for k, v in res.items():
-        on.setdefault(k, []).append(v)
-print(f"{'bytes':>10} {'busbw off GB/s':>15} {'busbw on GB/s':>14} {'cost':>7}   (median of {rounds} rounds)")
-for k in sorted(off):
-    a, b = statistics.median(off[k]), statistics.median(on[k])
-    print(f"{k:>10} {a:15.3f} {b:14.3f} {100 * (a - b) / a:6.1f}%")
-print("messages counted by the probe per attached round:", counted)
+arms = {"off": lambda: run_driver(a.plugin)[1], "on": attached}
+if a.no_usdt_plugin:
+    arms["nousdt"] = lambda: run_driver(a.no_usdt_plugin)[1]
+names = list(arms)
+samples = {n: [] for n in names}  # per arm: one {bytes: busbw} per trial
+for t in range(a.trials):
+    order = names[t % len(names):] + names[:t % len(names)]
+    for n in order:
+        samples[n].append(arms[n]())
+    print(f"trial {t + 1}/{a.trials} ({' '.join(order)}) done", file=sys.stderr)
+
+sizes = sorted(samples["off"][0])
+
+
+def ratios(num, den, size):
+    return [x[size] / y[size] for x, y in zip(samples[num], samples[den])]
+
+
+def span(v):
+    return f"{statistics.median(v):.3f} [{min(v):.3f}, {max(v):.3f}]"
+
+
+print(f"ff-collective AllReduce, {a.ranks} ranks, loopback, {a.iters} iterations per size, {a.trials} trials "
+      f"(arms alternating); busbw GB/s median [min, max]")
+head = f"{'bytes':>10}" + "".join(f" {n + ' busbw':>26}" for n in names) + f" {'on/off':>22}"
+if "nousdt" in names:
+    head += f" {'off/nousdt':>22}"
+print(head)
+summary = {}
+for s in sizes:
+    row = f"{s:>10}" + "".join(f" {span([x[s] for x in samples[n]]):>26}" for n in names)
+    row += f" {span(ratios('on', 'off', s)):>22}"
+    summary[s] = {"attached_over_off": statistics.median(ratios("on", "off", s))}
+    if "nousdt" in names:
+        row += f" {span(ratios('off', 'nousdt', s)):>22}"
+        summary[s]["off_over_nousdt"] = statistics.median(ratios("off", "nousdt", s))
+    print(row)
+# One number per comparison: the median over every (trial, size) ratio.
+allr = {k: statistics.median([r for s in sizes for r in ratios(*k.split("/"), s)]) for k in
+        (["on/off"] + (["off/nousdt"] if "nousdt" in names else []))}
+for k, v in allr.items():
+    print(f"{k}: median ratio over all trials and sizes {v:.4f} ({100 * (1 - v):+.1f}% cost)")
+if a.json:
+    with open(a.json, "w") as f:
+        json.dump({"samples": samples, "per_size": summary, "overall": allr}, f, indent=1)
+print("PASS" if a.check else "done")
