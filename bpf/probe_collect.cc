@@ -29,7 +29,8 @@ void AttachNew(ProbeSession& s, const CollectOptions& o, std::set<std::string>* 
   for (const auto& lib : o.libs)
     if (access(lib.c_str(), R_OK) == 0) paths.push_back(lib);
   // Attaching by file with pid -1 covers every process that maps it, present and future.
-  for (const auto& m : FindPluginMappings(o.pid > 0 ? o.pid : 0)) paths.push_back(m.path);
+  if (o.scan)
+    for (const auto& m : FindPluginMappings(o.pid > 0 ? o.pid : 0)) paths.push_back(m.path);
   for (const auto& path : paths) {
     if (failed->count(path)) continue;
     std::string error;
@@ -43,6 +44,10 @@ void AttachNew(ProbeSession& s, const CollectOptions& o, std::set<std::string>* 
 }  // namespace
 
 int Collect(const CollectOptions& o, const IntervalSink& sink) {
+  if (!o.scan && o.libs.empty()) {
+    std::fprintf(stderr, "flexiforce probe: --no-scan needs --lib FILE (nothing to attach to otherwise)\n");
+    return 2;
+  }
   const BpfPermission perm = ReadBpfPermission();
   if (!perm.permitted) {
     std::fprintf(stderr, "flexiforce probe: BPF is not permitted for this process: %s\n", perm.missing.c_str());

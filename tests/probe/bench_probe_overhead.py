@@ -63,8 +63,10 @@ def run_driver(plugin):
 
 def attached():
     with tempfile.TemporaryDirectory() as tmp:
-        w = lib.start_probe([a.flexiforce, "probe", "watch", "--json", "--interval", "1", "--lib", a.plugin],
-                            os.path.join(tmp, "ready"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # --no-scan: only this plugin file, not other jobs' copies on a shared host.
+        w = lib.start_probe([a.flexiforce, "probe", "watch", "--json", "--interval", "1", "--lib", a.plugin,
+                             "--no-scan"], os.path.join(tmp, "ready"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             task, res, sends = run_driver(a.plugin)
         finally:

@@ -54,8 +54,10 @@ def check(what, got, want):
 with tempfile.TemporaryDirectory() as tmp:
     out_dir, stats_dir = os.path.join(tmp, "report"), os.path.join(tmp, "stats")
     os.mkdir(stats_dir)
-    report = lib.start_probe([flexiforce, "probe", "report", "--duration", "300", "--out", out_dir, "--lib", plugin],
-                             os.path.join(tmp, "ready"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # --no-scan: this build's plugin file only, not other jobs' copies on a shared host.
+    report = lib.start_probe([flexiforce, "probe", "report", "--duration", "300", "--out", out_dir, "--lib", plugin,
+                              "--no-scan"], os.path.join(tmp, "ready"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     jobs = {}
     for task, j in JOBS.items():
         jobs[task] = subprocess.Popen(
