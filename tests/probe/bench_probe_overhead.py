@@ -4,16 +4,21 @@
   on      the same plugin with `flexiforce probe watch` attached (started before the job, --lib);
   nousdt  (with --no-usdt-plugin) a plugin built with -DFF_USDT=OFF: every FF_PROBE compiled to nothing.
 Each trial runs every arm once, in an order rotated from trial to trial, so drift on a shared machine
-hits all arms alike. Printed per size: each arm's median busbw and its range, and the per-trial ratios
-on/off (attached cost) and off/nousdt (unattached cost) as median [min, max]. Every run's results are
-checked by the driver; in attached runs the probe must count exactly the sends the driver made
-(else exit 1), which is what --check (one short trial, a ctest) relies on. Needs root for `on`.
+hits all arms alike (a run is short: take many trials). Printed per size: each arm's median busbw
+[quartiles], and the per-trial ratios on/off (attached cost) and off/nousdt (unattached cost) as
+median [quartiles] (min..max); then the CPU seconds the job's processes used per run (user + system
+of the launcher and its ranks: a BPF program runs in the traced rank's context, so its cost lands
+there), which a busy machine disturbs less than wall-clock busbw. Every ratio reads alike: below 1
+is a cost. Every run's results are checked by the driver; in attached runs the probe must count
+exactly the sends the driver made (else exit 1), which is what --check (one short trial, a ctest)
+relies on. Needs root for `on`.
 
 usage: bench_probe_overhead.py FLEXIFORCE FF_COLLECTIVE PLUGIN_SO [--no-usdt-plugin SO] [--trials N]
        [--ranks N] [--min-bytes 1M] [--max-bytes 16M] [--iters N] [--json FILE] [--check]"""
 import argparse
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -32,7 +37,7 @@ ap.add_argument("--trials", type=int, default=7)
 ap.add_argument("--ranks", type=int, default=2)
 ap.add_argument("--min-bytes", default="1M")
 ap.add_argument("--max-bytes", default="16M")
-ap.add_argument("--iters", type=int, default=20)
+ap.add_argument("--iters", type=int, default=50)
 ap.add_argument("--json", help="also write every sample here")
 ap.add_argument("--check", action="store_true", help="one short trial; exit 1 unless every count is exact")
 a = ap.parse_args()
@@ -51,14 +56,18 @@ def run_driver(plugin):
     global run_no
     run_no += 1
     task = f"probe-bench-{os.getpid()}-{run_no}"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run([a.driver, "--ranks", str(a.ranks), "--launch-local", "--backend", "plugin", "--plugin", plugin,
                         "--coll", "allreduce", "--min-bytes", a.min_bytes, "--max-bytes", a.max_bytes,
                         "--iters", str(a.iters), "--warmup", "2", "--json", "--timeout-s", "120"],
                        capture_output=True, text=True, env=dict(os.environ, AI_TASK_ID=task, FLEXIFORCE_STATS="0"))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the ranks were reaped by the launcher, it by us
     if r.returncode != 0:
         sys.exit(f"FAIL: ff-collective exited {r.returncode}: {r.stderr}")
     j = json.loads(r.stdout)
-    return task, {x["bytes"]: x["busbw_gbps"] for x in j["results"]}, sum(x["messages"]["sends"] for x in j["results"])
+    res = {x["bytes"]: x["busbw_gbps"] for x in j["results"]}
+    res["cpu_s"] = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return task, res, sum(x["messages"]["sends"] for x in j["results"])
 
 
 def attached():
@@ -92,38 +101,47 @@ for t in range(a.trials):
         samples[n].append(arms[n]())
     print(f"trial {t + 1}/{a.trials} ({' '.join(order)}) done", file=sys.stderr)
 
-sizes = sorted(samples["off"][0])
+sizes = sorted(k for k in samples["off"][0] if k != "cpu_s")
 
 
-def ratios(num, den, size):
-    return [x[size] / y[size] for x, y in zip(samples[num], samples[den])]
+def quartiles(v):
+    q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
+    return q[0], statistics.median(v), q[2]
 
 
-def span(v):
-    return f"{statistics.median(v):.3f} [{min(v):.3f}, {max(v):.3f}]"
+def ratios(num, den, key):
+    return [x[key] / y[key] for x, y in zip(samples[num], samples[den])]
 
 
+def span(v, minmax=False):
+    q1, m, q3 = quartiles(v)
+    return f"{m:.3f} [{q1:.3f}, {q3:.3f}]" + (f" ({min(v):.2f}..{max(v):.2f})" if minmax else "")
+
+
+comparisons = [("on", "off")] + ([("off", "nousdt")] if "nousdt" in names else [])
 print(f"ff-collective AllReduce, {a.ranks} ranks, loopback, {a.iters} iterations per size, {a.trials} trials "
-      f"(arms alternating); busbw GB/s median [min, max]")
-head = f"{'bytes':>10}" + "".join(f" {n + ' busbw':>26}" for n in names) + f" {'on/off':>22}"
-if "nousdt" in names:
-    head += f" {'off/nousdt':>22}"
-print(head)
+      f"(arms rotating); median [quartiles] (min..max)")
+print(f"{'bytes':>10}" + "".join(f" {n + ' busbw GB/s':>22}" for n in names)
+      + "".join(f" {n + '/' + d + ' busbw':>32}" for n, d in comparisons))
 summary = {}
-for s in sizes:
-    row = f"{s:>10}" + "".join(f" {span([x[s] for x in samples[n]]):>26}" for n in names)
-    row += f" {span(ratios('on', 'off', s)):>22}"
-    summary[s] = {"attached_over_off": statistics.median(ratios("on", "off", s))}
-    if "nousdt" in names:
-        row += f" {span(ratios('off', 'nousdt', s)):>22}"
-        summary[s]["off_over_nousdt"] = statistics.median(ratios("off", "nousdt", s))
+for s in sizes + ["cpu_s"]:
+    label = "cpu s/run" if s == "cpu_s" else str(s)
+    row = f"{label:>10}" + "".join(f" {span([x[s] for x in samples[n]]):>22}" for n in names)
+    # Ratios read alike on both rows: below 1 is a cost (busbw num/den; CPU den/num).
+    rs = {(n, d): ratios(d, n, s) if s == "cpu_s" else ratios(n, d, s) for n, d in comparisons}
+    row += "".join(f" {span(rs[c], True):>32}" for c in comparisons)
+    summary[label] = {f"{n}/{d}": quartiles(rs[(n, d)]) for n, d in comparisons}
     print(row)
-# One number per comparison: the median over every (trial, size) ratio.
-allr = {k: statistics.median([r for s in sizes for r in ratios(*k.split("/"), s)]) for k in
-        (["on/off"] + (["off/nousdt"] if "nousdt" in names else []))}
-for k, v in allr.items():
-    print(f"{k}: median ratio over all trials and sizes {v:.4f} ({100 * (1 - v):+.1f}% cost)")
+# One busbw number per comparison: the median over every (trial, size) ratio, with its quartiles.
+overall = {}
+for n, d in comparisons:
+    q1, m, q3 = quartiles([r for s in sizes for r in ratios(n, d, s)])
+    overall[f"{n}/{d}"] = {"busbw": [q1, m, q3], "cpu": list(quartiles(ratios(d, n, "cpu_s")))}
+    c1, cm, c3 = overall[f"{n}/{d}"]["cpu"]
+    print(f"{n}/{d}: busbw ratio median {m:.4f} [{q1:.4f}, {q3:.4f}] over {len(sizes) * a.trials} (trial, size) "
+          f"pairs, {100 * (1 - m):+.1f}% cost; CPU {d}/{n} median {cm:.4f} [{c1:.4f}, {c3:.4f}], "
+          f"{100 * (1 - cm):+.1f}% cost")
 if a.json:
     with open(a.json, "w") as f:
-        json.dump({"samples": samples, "per_size": summary, "overall": allr}, f, indent=1)
+        json.dump({"args": vars(a), "samples": samples, "per_size": summary, "overall": overall}, f, indent=1)
 print("PASS" if a.check else "done")

@@ -7,7 +7,10 @@
     (it saw only part of the run);
   - the send_done semaphore in the ranks is raised while a probe is attached and back to 0 after it
     detached (a detached probe leaves nothing behind);
-  - the ranks stay at 0 until the first attach (probe started before job is probe_counts_* / report tests).
+  - the ranks' semaphores are 0 until the first attach;
+  - then `probe report` started before a second job, finding it by /proc alone (no --lib), counts
+    some of its messages (started before the job with --lib, counts are exact: probe_counts_* and
+    probe_report_* tests).
 Exit 77 (skip) without BPF permission.
 
 usage: probe_attach_running_job.py FLEXIFORCE FF_COLLECTIVE PLUGIN_SO"""
@@ -42,8 +45,15 @@ def fail(msg, *procs):
     sys.exit(1)
 
 
-def semaphores(pids):
-    return [lib.read_semaphore(p, plugin, sem_vaddr) for p in pids]
+def semaphores(pids, until=None, within=2.0):
+    """The send_done semaphores of `pids`; with `until` (a predicate), polled up to `within` seconds
+    for it to hold (the kernel updates them on attach and detach, but need not before we look)."""
+    deadline = time.time() + within
+    while True:
+        v = [lib.read_semaphore(p, plugin, sem_vaddr) for p in pids]
+        if until is None or until(v) or time.time() > deadline:
+            return v
+        time.sleep(0.02)
 
 
 def task_messages(total):
@@ -68,7 +78,8 @@ with tempfile.TemporaryDirectory() as tmp:
         time.sleep(0.05)
     time.sleep(0.5)  # traffic under way
     if semaphores(ranks) != [0] * NRANKS:
-        fail(f"semaphores raised before any probe attached: {semaphores(ranks)}", job)
+        fail(f"semaphores raised before our probe attached: {semaphores(ranks)} (another tracer on this host, "
+             "e.g. a probe of another build tree scanning /proc?)", job)
 
     counted = []
     for how, extra in (("every process", []), (f"--pid {ranks[0]}", ["--pid", str(ranks[0])])):
@@ -78,7 +89,7 @@ with tempfile.TemporaryDirectory() as tmp:
         if job.poll() is not None:
             fail(f"the job ended before the probe ({how}) attached: raise WARMUP", watch)
         watched = [ranks[0]] if extra else ranks
-        raised = semaphores(watched)
+        raised = semaphores(watched, until=lambda v: min(v) >= 1)
         if min(raised) < 1:
             fail(f"probe ({how}) attached but the ranks' send_done semaphores are {raised}", watch, job)
         # Detach once the probe has seen some of our messages (or after 20 s: then the count check fails).
@@ -99,7 +110,7 @@ with tempfile.TemporaryDirectory() as tmp:
         if not final:
             fail(f"probe ({how}) printed no final totals: {out[-500:]}", job)
         n = task_messages(final[-1]["total"])
-        after = semaphores(watched)
+        after = semaphores(watched, until=lambda v: max(v) == 0)
         print(f"probe attached to {how}: counted {n} send completions of {TASK}; send_done semaphore "
               f"while attached {raised}, after detach {after}")
         if after != [0] * len(watched):
@@ -126,4 +137,28 @@ with tempfile.TemporaryDirectory() as tmp:
     for n in counted:
         if not 0 < n < total_sends:
             fail(f"a probe counted {n} of {total_sends} messages: expected part of the run")
+
+    # Started before the job, finding it only by scanning /proc (no --lib): `report`, whose one
+    # interval is its whole duration, must still look for new processes while it waits.
+    task2, warmup2 = TASK + "-later", WARMUP // 2
+    out_dir = os.path.join(tmp, "report")
+    rep = lib.start_probe([flexiforce, "probe", "report", "--duration", "300", "--out", out_dir],
+                          os.path.join(tmp, "ready-report"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r2 = subprocess.run([driver, "--ranks", str(NRANKS), "--launch-local", "--backend", "plugin", "--plugin", plugin,
+                         "--coll", "allreduce", "--min-bytes", str(SIZE), "--max-bytes", str(SIZE), "--step-bytes",
+                         str(STEP), "--warmup", str(warmup2), "--iters", str(ITERS), "--timeout-s", "150", "--json"],
+                        capture_output=True, text=True, env=dict(os.environ, AI_TASK_ID=task2, FLEXIFORCE_STATS="0"))
+    rep.send_signal(signal.SIGINT)
+    rout, rerr = rep.communicate(timeout=60)
+    if r2.returncode != 0:
+        fail(f"the second job failed (exit {r2.returncode}): {r2.stderr}")
+    if rep.returncode != 0:
+        fail(f"probe report exited {rep.returncode}: {rerr}")
+    sends2 = sum(x["messages"]["sends"] for x in json.loads(r2.stdout)["results"])
+    n2 = sum(f["messages"] for f in json.load(open(os.path.join(out_dir, "report.json")))["flows"]
+             if f["task"] == task2 and f["dir"] == "send")
+    print(f"report started before a job it found in /proc: counted {n2} of its {sends2} sends")
+    # It attaches within a second of the ranks mapping the plugin: maybe before their first message.
+    if not 0 < n2 <= sends2:
+        fail(f"the report counted {n2} of the later job's {sends2} sends")
     print("PASS")
