@@ -11,10 +11,12 @@ of the launcher and its ranks: a BPF program runs in the traced rank's context, 
 there), which a busy machine disturbs less than wall-clock busbw. Every ratio reads alike: below 1
 is a cost. Every run's results are checked by the driver; in attached runs the probe must count
 exactly the sends the driver made (else exit 1), which is what --check (one short trial, a ctest)
-relies on. Needs root for `on`.
+relies on. With --microbench (ff-probe-microbench; FF_PROBE_MICROBENCH in ctest) it also measures
+one probe site in CPU ns per call: compiled out, compiled in and not attached, attached (and the probe
+must count every call), and relates that to the job's CPU per message. Needs root for `on`.
 
 usage: bench_probe_overhead.py FLEXIFORCE FF_COLLECTIVE PLUGIN_SO [--no-usdt-plugin SO] [--trials N]
-       [--ranks N] [--min-bytes 1M] [--max-bytes 16M] [--iters N] [--json FILE] [--check]"""
+       [--ranks N] [--min-bytes 1M] [--max-bytes 16M] [--iters N] [--microbench EXE] [--json FILE] [--check]"""
 import argparse
 import json
 import os
@@ -38,6 +40,8 @@ ap.add_argument("--ranks", type=int, default=2)
 ap.add_argument("--min-bytes", default="1M")
 ap.add_argument("--max-bytes", default="16M")
 ap.add_argument("--iters", type=int, default=50)
+ap.add_argument("--microbench", default=os.environ.get("FF_PROBE_MICROBENCH"),
+                help="ff-probe-microbench: also measure one probe site's CPU cost, attached and not")
 ap.add_argument("--json", help="also write every sample here")
 ap.add_argument("--check", action="store_true", help="one short trial; exit 1 unless every count is exact")
 a = ap.parse_args()
@@ -90,9 +94,18 @@ def attached():
     return res
 
 
-arms = {"off": lambda: run_driver(a.plugin)[1], "on": attached}
+sends_per_run = 0
+
+
+def unattached(plugin):
+    global sends_per_run
+    _, res, sends_per_run = run_driver(plugin)
+    return res
+
+
+arms = {"off": lambda: unattached(a.plugin), "on": attached}
 if a.no_usdt_plugin:
-    arms["nousdt"] = lambda: run_driver(a.no_usdt_plugin)[1]
+    arms["nousdt"] = lambda: unattached(a.no_usdt_plugin)
 names = list(arms)
 samples = {n: [] for n in names}  # per arm: one {bytes: busbw} per trial
 for t in range(a.trials):
@@ -141,7 +154,52 @@ for n, d in comparisons:
     print(f"{n}/{d}: busbw ratio median {m:.4f} [{q1:.4f}, {q3:.4f}] over {len(sizes) * a.trials} (trial, size) "
           f"pairs, {100 * (1 - m):+.1f}% cost; CPU {d}/{n} median {cm:.4f} [{c1:.4f}, {c3:.4f}], "
           f"{100 * (1 - cm):+.1f}% cost")
+
+# --- one probe site, measured in CPU time (a busy machine barely moves it) ---
+micro = None
+if a.microbench:
+    calls, rounds, reps = (100000, 3, 1) if a.check else (2000000, 5, 5)
+
+    def microbench(attach):
+        task = f"probe-micro-{os.getpid()}-{len(micro['free']) + len(micro['attached'])}"
+        cmd = [a.microbench, "--calls", str(calls), "--rounds", str(rounds), "--task", task]
+        if not attach:
+            return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+        with tempfile.TemporaryDirectory() as tmp:
+            w = lib.start_probe([a.flexiforce, "probe", "watch", "--json", "--interval", "1", "--lib",
+                                 os.path.abspath(a.microbench), "--no-scan"], os.path.join(tmp, "ready"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                r = json.loads(subprocess.run(cmd + ["--wait-attached"], capture_output=True, text=True,
+                                              check=True).stdout)
+            finally:
+                w.send_signal(signal.SIGINT)
+                out, err = w.communicate(timeout=60)
+        total = [json.loads(l) for l in out.splitlines() if l.strip()][-1]["total"]
+        counted = sum(f["messages"] for f in total["flows"] if f["task"] == task)
+        if w.returncode != 0 or counted != r["fired"] or r["fired"] != calls * rounds:
+            sys.exit(f"FAIL: microbench fired {r['fired']} probes, the probe counted {counted} (exit {w.returncode})")
+        return r
+
+    micro = {"free": [], "attached": []}
+    for _ in range(reps):
+        micro["free"].append(microbench(False))
+        micro["attached"].append(microbench(True))
+    site = [x["compiled_in_ns"] - x["compiled_out_ns"] for x in micro["free"]]
+    hit = [x["compiled_in_ns"] - x["compiled_out_ns"] for x in micro["attached"]]
+    # The plugin passes 4 sites per message (post and completion, on each side). CPU per message from
+    # the `off` arm: the job's CPU seconds over the messages it sent (both ranks, every size).
+    cpu_per_msg_ns = statistics.median(x["cpu_s"] for x in samples["off"]) * 1e9 / sends_per_run
+    print(f"one send_done site, CPU ns per call, median [quartiles] (min..max) of {reps} runs x {rounds} rounds "
+          f"x {calls} calls:")
+    print(f"  not attached, compiled in minus compiled out: {span(site, True)}")
+    print(f"  attached (uprobe + BPF program), minus compiled out: {span(hit, True)}")
+    print(f"  the job above: {cpu_per_msg_ns / 1e3:.0f} us of CPU per message (off arm, median); "
+          f"4 sites per message => attached {100 * 4 * statistics.median(hit) / cpu_per_msg_ns:.2f}% "
+          f"of its CPU, not attached {100 * 4 * statistics.median(site) / cpu_per_msg_ns:.4f}%")
+    micro.update({"site_ns": site, "hit_ns": hit, "cpu_per_msg_ns": cpu_per_msg_ns})
 if a.json:
     with open(a.json, "w") as f:
-        json.dump({"args": vars(a), "samples": samples, "per_size": summary, "overall": overall}, f, indent=1)
+        json.dump({"args": vars(a), "samples": samples, "per_size": summary, "overall": overall, "micro": micro},
+                  f, indent=1)
 print("PASS" if a.check else "done")
