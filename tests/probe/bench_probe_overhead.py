@@ -18,9 +18,11 @@ must count every call), and relates that to the job's CPU per message. Needs roo
 usage: bench_probe_overhead.py FLEXIFORCE FF_COLLECTIVE PLUGIN_SO [--no-usdt-plugin SO] [--trials N]
        [--ranks N] [--min-bytes 1M] [--max-bytes 16M] [--iters N] [--microbench EXE] [--json FILE] [--check]"""
 import argparse
+import atexit
 import json
 import os
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -48,6 +50,16 @@ a = ap.parse_args()
 if a.check:
     a.trials, a.iters, a.max_bytes = 1, 3, "2M"
 lib.skip_unless_bpf(a.flexiforce)
+# Every arm loads a private copy of its plugin under another file name: a `flexiforce probe` of
+# someone else on a shared host finds plugins by name in /proc/*/maps and would attach to the
+# "not attached" arms too (as happened here while another tree ran its probe tests).
+private = tempfile.mkdtemp(prefix="ff-probe-bench-")
+atexit.register(shutil.rmtree, private, True)
+for attr in ("plugin", "no_usdt_plugin"):
+    if getattr(a, attr):
+        copy = os.path.join(private, f"ff-bench-{attr}.so")
+        shutil.copyfile(getattr(a, attr), copy)
+        setattr(a, attr, copy)
 if a.no_usdt_plugin:
     notes = subprocess.run(["readelf", "-n", a.no_usdt_plugin], capture_output=True, text=True).stdout
     if "stapsdt" in notes:
