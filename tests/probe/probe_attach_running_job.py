@@ -2,7 +2,8 @@
 """Root test: `flexiforce probe watch` attaches to a job that is already running and detaches mid-run
 (SIGINT), twice (every process that maps the plugin, found in /proc; then one rank by --pid), while a
 3-rank loopback ff-collective checks every iteration's result. Passes when:
-  - the job exits 0 with every check passed, and it was still running after both detaches;
+  - the job (its length sized from two short calibration runs) exits 0 with every check passed, and
+    it was still running after both detaches;
   - each probe run exits 0 and counted messages of our task, more than none and fewer than the job sent
     (it saw only part of the run);
   - the send_done semaphore in the ranks is raised while a probe is attached and back to 0 after it
@@ -31,8 +32,10 @@ lib.skip_unless_bpf(flexiforce)
 TASK = f"probe-attach-{os.getpid()}"
 NRANKS, SIZE, STEP = 3, 3 * 1024 * 1024, 256 * 1024
 # Every warmup iteration is checked on its own: the attaches and detaches fall on checked iterations.
-# Three collectives one after the other; the run must outlast two attach/detach cycles (~1-2 s each here).
-WARMUP, ITERS = 600, 1
+# Three collectives one after the other; the run must outlast two attach/detach cycles (~1-2 s each
+# here), on a fast machine as on a sanitized build: the iteration count is sized from two short runs
+# for about JOB_S seconds of iterations, at least MIN_WARMUP.
+JOB_S, MIN_WARMUP, ITERS = 10.0, 600, 1
 COLLS = ["allreduce", "allgather", "broadcast"]
 sem_vaddr = lib.semaphore_vaddr(plugin, "send_done")
 
@@ -54,6 +57,22 @@ def semaphores(pids, until=None, within=2.0):
         if until is None or until(v) or time.time() > deadline:
             return v
         time.sleep(0.02)
+
+
+def job_seconds(warmup):
+    t0 = time.monotonic()
+    r = subprocess.run([driver, "--ranks", str(NRANKS), "--launch-local", "--backend", "plugin", "--plugin", plugin,
+                        "--coll", ",".join(COLLS), "--min-bytes", str(SIZE), "--max-bytes", str(SIZE), "--step-bytes",
+                        str(STEP), "--warmup", str(warmup), "--iters", "1", "--timeout-s", "150"],
+                       capture_output=True, text=True, env=dict(os.environ, FLEXIFORCE_STATS="0"))
+    if r.returncode != 0:
+        fail(f"calibration run failed (exit {r.returncode}): {r.stderr}")
+    return time.monotonic() - t0
+
+
+per_iter = max(1e-4, (job_seconds(120) - job_seconds(20)) / 100)  # setup cancels out
+WARMUP = max(MIN_WARMUP, min(20000, int(JOB_S / per_iter)))
+print(f"calibration: {per_iter * 1e3:.2f} ms per iteration of the three collectives; WARMUP {WARMUP}")
 
 
 def task_messages(total):
@@ -87,7 +106,7 @@ with tempfile.TemporaryDirectory() as tmp:
         watch = lib.start_probe([flexiforce, "probe", "watch", "--json", "--interval", "0.2", "--duration", "120"]
                                 + extra, ready, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if job.poll() is not None:
-            fail(f"the job ended before the probe ({how}) attached: raise WARMUP", watch)
+            fail(f"the job ended before the probe ({how}) attached: raise JOB_S", watch)
         watched = [ranks[0]] if extra else ranks
         raised = semaphores(watched, until=lambda v: min(v) >= 1)
         if min(raised) < 1:
@@ -105,7 +124,7 @@ with tempfile.TemporaryDirectory() as tmp:
         if watch.returncode != 0:
             fail(f"probe ({how}) exited {watch.returncode} after SIGINT: {err}", job)
         if job.poll() is not None:
-            fail(f"the job ended before the probe ({how}) detached, so this was no mid-run detach: raise WARMUP")
+            fail(f"the job ended before the probe ({how}) detached, so this was no mid-run detach: raise JOB_S")
         final = [json.loads(l) for l in out.splitlines() if l.strip() and json.loads(l).get("final")]
         if not final:
             fail(f"probe ({how}) printed no final totals: {out[-500:]}", job)
