@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -29,7 +30,8 @@ void AttachNew(ProbeSession& s, const CollectOptions& o, std::set<std::string>* 
   for (const auto& lib : o.libs)
     if (access(lib.c_str(), R_OK) == 0) paths.push_back(lib);
   // Attaching by file with pid -1 covers every process that maps it, present and future.
-  for (const auto& m : FindPluginMappings(o.pid > 0 ? o.pid : 0)) paths.push_back(m.path);
+  if (o.scan)
+    for (const auto& m : FindPluginMappings(o.pid > 0 ? o.pid : 0)) paths.push_back(m.path);
   for (const auto& path : paths) {
     if (failed->count(path)) continue;
     std::string error;
@@ -43,6 +45,10 @@ void AttachNew(ProbeSession& s, const CollectOptions& o, std::set<std::string>* 
 }  // namespace
 
 int Collect(const CollectOptions& o, const IntervalSink& sink) {
+  if (!o.scan && o.libs.empty()) {
+    std::fprintf(stderr, "flexiforce probe: --no-scan needs --lib FILE (nothing to attach to otherwise)\n");
+    return 2;
+  }
   const BpfPermission perm = ReadBpfPermission();
   if (!perm.permitted) {
     std::fprintf(stderr, "flexiforce probe: BPF is not permitted for this process: %s\n", perm.missing.c_str());
@@ -73,6 +79,10 @@ int Collect(const CollectOptions& o, const IntervalSink& sink) {
   const auto start = Clock::now();
   Snapshot before = session->Read();
   const Snapshot origin = before;
+  // New copies of the plugin are looked for at least once a second, whatever the interval (report's
+  // single interval is its whole duration); the file's later processes are covered once it is attached.
+  const auto rescan_every = std::chrono::duration<double>(std::min(o.interval_s, 1.0));
+  auto last_scan = start;
   for (int tick = 1;; ++tick) {
     const auto due = start + std::chrono::duration<double>(o.interval_s * tick);
     bool last = false;
@@ -82,6 +92,10 @@ int Collect(const CollectOptions& o, const IntervalSink& sink) {
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (o.pid <= 0 && Clock::now() - last_scan >= rescan_every) {
+        AttachNew(*session, o, &failed);
+        last_scan = Clock::now();
+      }
     }
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     if (o.duration_s > 0 && elapsed + 1e-3 >= o.duration_s) last = true;
@@ -89,7 +103,6 @@ int Collect(const CollectOptions& o, const IntervalSink& sink) {
     sink(Difference(now, before), Difference(now, origin), elapsed, last);
     if (last) break;
     before = std::move(now);
-    if (o.pid <= 0) AttachNew(*session, o, &failed);
   }
   return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdarg>
@@ -59,7 +60,14 @@ ProbeSession::~ProbeSession() {
 }
 
 bool ProbeSession::AttachPlugin(const std::string& path, int pid, std::string* error) {
-  const std::string key = std::to_string(pid) + ":" + path;
+  // Keyed by the file, not its name: --lib given as a relative path or through a symlink and the
+  // path /proc/PID/maps shows are one file, and attaching it twice counted every message twice.
+  std::string key = std::to_string(pid) + ":";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0)
+    key += std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  else
+    key += path;
   if (attached_.count(key)) return true;
   auto& p = skel_->progs;
   const UsdtProgram programs[] = {

@@ -22,8 +22,10 @@ class ProbeSession {
   ProbeSession& operator=(const ProbeSession&) = delete;
 
   // Attaches every USDT program to the plugin file `path`, in process `pid` (-1: every process that
-  // maps it, now or later). A path already attached is skipped. False with `error` set on failure.
+  // maps it, now or later). A file already attached for `pid`, under whatever name, is skipped.
+  // False with `error` set on failure.
   bool AttachPlugin(const std::string& path, int pid, std::string* error);
+  // One entry per attached {pid, file} ("pid:device:inode").
   const std::set<std::string>& attached() const { return attached_; }
 
   // Reads every map (cumulative counters since Open).

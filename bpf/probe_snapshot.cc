@@ -102,6 +102,7 @@ nlohmann::json SnapshotJson(const Snapshot& s) {
                           {"dir", id.dir},
                           {"messages", c.messages},
                           {"bytes", c.bytes},
+                          {"latency_sum_ns", c.latency_sum_ns},
                           {"mean_latency_ns", c.messages ? c.latency_sum_ns / c.messages : 0},
                           {"p50_latency_ns", c.QuantileNs(0.5)},
                           {"p99_latency_ns", c.QuantileNs(0.99)},

@@ -3,8 +3,8 @@
 
 // Each probe has a semaphore that the kernel raises while a tracer is attached (uprobe reference
 // counting). FF_PROBE tests it first, so an unattached probe costs one load and a branch that is
-// predicted not taken, and its arguments are not even computed. Without <sys/sdt.h> (CMake says so)
-// every probe compiles to nothing.
+// predicted not taken, and its arguments are not even computed. Without <sys/sdt.h> (CMake says so),
+// or configured with -DFF_USDT=OFF, every probe compiles to nothing.
 //
 // Arguments, all integers or pointers:
 //   send_post/send_done/recv_post/recv_done: task hash, collective, bytes, peer (const char*), path
@@ -49,9 +49,16 @@ FF_PROBE_DECLARE(resume);
 
 #else
 
+// Compiled out: the arguments are still parsed (both builds see the same expressions, and variables
+// computed only for a probe are not "unused"), never evaluated, and no code is left.
+namespace ff::probe_detail {
+template <typename... Args>
+inline void Discard(const Args&...) {}
+}  // namespace ff::probe_detail
 #define FF_PROBE_ENABLED(name) false
-#define FF_PROBE(name, ...) \
-  do {                      \
+#define FF_PROBE(name, ...)                                   \
+  do {                                                        \
+    if (false) ::ff::probe_detail::Discard(__VA_ARGS__); \
   } while (0)
 
 #endif

@@ -151,6 +151,7 @@ int RunRank(const Options& o) {
         };
         ctx.SetPhase(label + " start barrier");
         rdv.Barrier("start " + label);
+        engine.ResetTraffic();  // counts warmup and timed iterations of this size
 
         for (int w = 0; w < o.warmup; ++w) {
           Poison(eb.recv, out_bytes);
@@ -178,18 +179,32 @@ int RunRank(const Options& o) {
         check("after " + std::to_string(o.iters) + " timed iterations");
 
         ctx.SetPhase(label + " result exchange");
-        char blob[16];
+        // Per rank: time, verdict, and what it moved (sends, bytes sent, receives, bytes received).
+        const Traffic& tr = engine.traffic();
+        const uint64_t moved[4] = {tr.sends, tr.send_bytes, tr.recvs, tr.recv_bytes};
+        char blob[16 + sizeof moved];
         const double ok_d = ok ? 1.0 : 0.0;
         std::memcpy(blob, &us, 8);
         std::memcpy(blob + 8, &ok_d, 8);
+        std::memcpy(blob + 16, moved, sizeof moved);
         auto all = rdv.AllGather("result " + label, std::string(blob, sizeof blob));
-        SizeResult r{f, reported, count, 0.0, true};
+        SizeResult r;
+        r.coll = f;
+        r.bytes = reported;
+        r.count = count;
         for (const auto& a : all) {
+          if (a.size() != sizeof blob) throw DriverError("malformed result exchange for " + label);
           double t, k;
+          uint64_t m[4];
           std::memcpy(&t, a.data(), 8);
           std::memcpy(&k, a.data() + 8, 8);
+          std::memcpy(m, a.data() + 16, sizeof m);
           r.time_us = std::max(r.time_us, t);
           r.ok = r.ok && k != 0.0;
+          r.sends += m[0];
+          r.send_bytes += m[1];
+          r.recvs += m[2];
+          r.recv_bytes += m[3];
         }
         all_ok = all_ok && r.ok;
         results.push_back(r);

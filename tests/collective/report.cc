@@ -56,7 +56,11 @@ nlohmann::json ReportJson(const RunInfo& i, const std::vector<SizeResult>& resul
                             {"time_us", r.time_us},
                             {"algbw_gbps", alg},
                             {"busbw_gbps", alg * BusBandwidthFactor(r.coll, i.nranks)},
-                            {"ok", r.ok}});
+                            {"ok", r.ok},
+                            {"messages", {{"sends", r.sends},
+                                          {"send_bytes", r.send_bytes},
+                                          {"recvs", r.recvs},
+                                          {"recv_bytes", r.recv_bytes}}}});
     all_ok = all_ok && r.ok;
   }
   j["ok"] = all_ok;

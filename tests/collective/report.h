@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -18,6 +19,11 @@ struct SizeResult {
   size_t count = 0;  // elements per rank
   double time_us = 0;  // slowest rank's mean time per iteration
   bool ok = true;
+  // Summed over every rank, warmup and timed iterations: completed isend/irecv steps and their bytes.
+  uint64_t sends = 0;
+  uint64_t send_bytes = 0;
+  uint64_t recvs = 0;
+  uint64_t recv_bytes = 0;
 };
 
 // busbw / algbw: AllReduce 2(n-1)/n, AllGather (n-1)/n, Broadcast 1.

@@ -97,6 +97,8 @@ void StepEngine::Run(const RingSchedule& schedule) {
       }
       if (st.reduce) ReduceSum(dtype_, buffers_.recv + st.offset, buffers_.send + st.offset, landed, st.bytes);
       recv_done[i] = 1;
+      ++traffic_.recvs;
+      traffic_.recv_bytes += got;
       progressed = true;
     }
     while (r_low < nr && recv_done[r_low]) ++r_low;
@@ -112,6 +114,8 @@ void StepEngine::Run(const RingSchedule& schedule) {
       }
       if (!done) continue;
       send_done[i] = 1;
+      ++traffic_.sends;
+      traffic_.send_bytes += sends[i].bytes;
       progressed = true;
     }
     while (s_low < ns && send_done[s_low]) ++s_low;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "tests/collective/abort_context.h"
@@ -21,6 +22,14 @@ struct EngineBuffers {
   int staging_region = -1;
 };
 
+// What the engine moved through the transport since the last ResetTraffic(): completed steps and their bytes.
+struct Traffic {
+  uint64_t sends = 0;
+  uint64_t send_bytes = 0;
+  uint64_t recvs = 0;
+  uint64_t recv_bytes = 0;
+};
+
 class StepEngine {
  public:
   // window: steps in flight per direction (NCCL_STEPS is 8); corrupt: flip a bit in the
@@ -31,6 +40,10 @@ class StepEngine {
   // Runs one collective to completion; throws DriverError naming the step on failure or timeout.
   void Run(const RingSchedule& schedule);
 
+  // Completed sends and receives (each one isend/irecv through the transport) and their bytes.
+  const Traffic& traffic() const { return traffic_; }
+  void ResetTraffic() { traffic_ = {}; }
+
  private:
   RingTransport& transport_;
   AbortContext& ctx_;
@@ -38,6 +51,7 @@ class StepEngine {
   int window_;
   DataType dtype_;
   bool corrupt_;
+  Traffic traffic_;
 };
 
 }  // namespace ff::collective

@@ -36,8 +36,13 @@ TASK = f"probe-count-{os.getpid()}"
 
 with tempfile.TemporaryDirectory() as tmp:
     ready = os.path.join(tmp, "ready")
-    watch = subprocess.Popen([flexiforce, "probe", "watch", "--json", "--interval", "0.5", "--duration", "300",
-                              "--lib", plugin, "--ready-file", ready], stdout=subprocess.PIPE, text=True)
+    # --lib names the plugin by another path (a symlink) than the one /proc/PID/maps shows: the probe
+    # must see that both are one file and attach once (it counted every message twice after its first
+    # rescan of /proc when they differed).
+    alias = os.path.join(tmp, "libnccl-net-flexiforce.so")
+    os.symlink(os.path.abspath(plugin), alias)
+    watch = subprocess.Popen([flexiforce, "probe", "watch", "--json", "--interval", "0.05", "--duration", "300",
+                              "--lib", alias, "--ready-file", ready], stdout=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while not os.path.exists(ready):
         if watch.poll() is not None or time.time() > deadline:
@@ -56,6 +61,7 @@ with tempfile.TemporaryDirectory() as tmp:
             print("FAIL: the driver failed")
             watch.kill()
             sys.exit(1)
+        time.sleep(0.2)
     time.sleep(0.7)  # one more sample
     watch.send_signal(signal.SIGINT)
     out, _ = watch.communicate(timeout=30)
