@@ -6,7 +6,7 @@
 namespace ff {
 namespace {
 
-constexpr char kKeyLabel[] = "flexiforce-v3 connection key";
+constexpr char kKeyLabel[] = "flexiforce-v4 connection key";
 
 Sha256Digest ComputeMac(const ConnectionKey& key, const HelloWire& w) {
   HmacSha256 mac(key.data(), key.size());
@@ -17,8 +17,8 @@ Sha256Digest ComputeMac(const ConnectionKey& key, const HelloWire& w) {
 
 }  // namespace
 
-ConnectionKey DeriveConnectionKey(uint64_t secret, uint64_t conn_id, uint64_t conn_nonce) {
-  HmacSha256 h(&secret, sizeof(secret));
+ConnectionKey DeriveConnectionKey(const HandleSecret& secret, uint64_t conn_id, uint64_t conn_nonce) {
+  HmacSha256 h(secret.data(), secret.size());
   h.Update(kKeyLabel, sizeof(kKeyLabel) - 1);
   h.Update(&conn_id, sizeof(conn_id));
   h.Update(&conn_nonce, sizeof(conn_nonce));

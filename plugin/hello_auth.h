@@ -7,6 +7,7 @@
 
 #include "base/sha256.h"
 #include "core/wire_format.h"
+#include "plugin/listen_handle.h"
 
 namespace ff {
 
@@ -19,9 +20,10 @@ static_assert(sizeof(HelloWire) == 128, "HelloWire is a wire format");
 
 using ConnectionKey = Sha256Digest;
 
-// K = HMAC-SHA256(secret, "flexiforce-v3 connection key" | conn_id | conn_nonce). The nonce makes
-// two connections under one handle (and a connection id chosen by an attacker) use unrelated keys.
-ConnectionKey DeriveConnectionKey(uint64_t secret, uint64_t conn_id, uint64_t conn_nonce);
+// K = HMAC-SHA256(secret, "flexiforce-v4 connection key" | conn_id | conn_nonce), the secret being
+// the listen handle's 128 random bits. The nonce makes two connections under one handle (and a
+// connection id chosen by an attacker) use unrelated keys.
+ConnectionKey DeriveConnectionKey(const HandleSecret& secret, uint64_t conn_id, uint64_t conn_nonce);
 
 // A connection's first hello on path `path_index` (counter 0, the connection's nonce), signed.
 HelloWire MakeSignedHello(const ConnectionKey& key, uint64_t conn_id, uint64_t conn_nonce, int path_count,

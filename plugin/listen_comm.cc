@@ -47,7 +47,7 @@ Status ListenComm::Create(NetContext* ctx, int dev, void* handle, std::unique_pt
   if (handle == nullptr) return InvalidArgument("listen handle buffer is NULL");
   auto lc = std::make_unique<ListenComm>();
   lc->ctx_ = ctx;
-  if (getrandom(&lc->secret_, sizeof(lc->secret_), 0) != sizeof(lc->secret_))
+  if (getrandom(lc->secret_.data(), lc->secret_.size(), 0) != static_cast<ssize_t>(lc->secret_.size()))
     return SystemError(ErrnoMessage("getrandom", errno));
   ListenHandle h;
   h.secret = lc->secret_;

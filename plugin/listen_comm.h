@@ -55,7 +55,7 @@ class ListenComm {
   void RememberStarted(uint64_t conn_id);
 
   NetContext* ctx_ = nullptr;
-  uint64_t secret_ = 0;
+  HandleSecret secret_{};
   std::vector<tcp::Socket> listeners_;
   PendingHellos pending_{"listener"};
   std::map<uint64_t, Group> groups_;

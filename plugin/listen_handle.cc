@@ -1,5 +1,5 @@
-// Listen handle layout: magic(4) version(1) naddrs(1) pad(2) secret(8) connect-state(8) then
-// per address: family(1) port(2, network order) address(4 or 16).
+// Listen handle layout (version 2): magic(4) version(1) naddrs(1) pad(2) secret(16) connect-state(8)
+// then per address: family(1) port(2, network order) address(4 or 16). Version 1 had an 8-byte secret.
 #include "plugin/listen_handle.h"
 
 #include <cstring>
@@ -9,8 +9,10 @@ namespace ff {
 namespace {
 
 constexpr uint32_t kHandleMagic = 0x31484646;  // "FFH1"
-constexpr uint8_t kHandleVersion = 1;
-constexpr size_t kAddrStart = 24;
+constexpr uint8_t kHandleVersion = 2;
+constexpr size_t kSecretOffset = 8;
+constexpr size_t kAddrStart = kConnectStateOffset + 8;
+static_assert(kSecretOffset + kSecretBytes <= kConnectStateOffset, "the secret ends before connect()'s state");
 
 }  // namespace
 
@@ -21,7 +23,7 @@ Status EncodeHandle(const ListenHandle& h, void* out) {
     return InvalidArgument("listen handle needs 1 to " + std::to_string(kMaxHandleAddrs) + " addresses");
   std::memcpy(b, &kHandleMagic, 4);
   b[4] = kHandleVersion;
-  std::memcpy(b + 8, &h.secret, 8);
+  std::memcpy(b + kSecretOffset, h.secret.data(), kSecretBytes);
   size_t pos = kAddrStart;
   uint8_t n = 0;
   for (const auto& a : h.addrs) {
@@ -59,7 +61,7 @@ Status DecodeHandle(const void* in, ListenHandle* h) {
   if (n == 0 || n > kMaxHandleAddrs)
     return InvalidArgument("malformed listen handle: " + std::to_string(n) + " addresses (accepted 1 to " +
                            std::to_string(kMaxHandleAddrs) + ")");
-  std::memcpy(&h->secret, b + 8, 8);
+  std::memcpy(h->secret.data(), b + kSecretOffset, kSecretBytes);
   h->addrs.clear();
   size_t pos = kAddrStart;
   for (uint8_t i = 0; i < n; ++i) {

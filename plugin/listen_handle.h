@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -13,9 +14,13 @@ namespace ff {
 
 constexpr size_t kHandleBytes = 128;
 constexpr size_t kMaxHandleAddrs = 8;
+// 128 random bits per listen handle (handle version 2; version 1 had 64): the key every hello and
+// rejoin is signed with derives from it, so guessing it must be out of reach.
+constexpr size_t kSecretBytes = 16;
+using HandleSecret = std::array<uint8_t, kSecretBytes>;
 
 struct ListenHandle {
-  uint64_t secret = 0;
+  HandleSecret secret{};
   std::vector<sockaddr_storage> addrs;  // with ports; addrs[0] is the listening device's own
 };
 
@@ -24,6 +29,6 @@ Status EncodeHandle(const ListenHandle& h, void* out);
 Status DecodeHandle(const void* in, ListenHandle* h);
 
 // connect() may be called again with the same handle; it keeps its progress pointer in the handle.
-constexpr size_t kConnectStateOffset = 16;
+constexpr size_t kConnectStateOffset = 24;
 
 }  // namespace ff

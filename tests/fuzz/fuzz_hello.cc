@@ -10,7 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memcpy(&w, data, size < sizeof(w) ? size : sizeof(w));
   const bool well_formed = ff::ValidateHeader(w.header).empty();
   const ff::HelloFrame hf = ff::AsHello(w.header);
-  const ff::ConnectionKey key = ff::DeriveConnectionKey(0x1234, hf.conn_id, w.auth.nonce);
+  const ff::ConnectionKey key = ff::DeriveConnectionKey(ff::HandleSecret{0x12, 0x34}, hf.conn_id, w.auth.nonce);
   if (ff::VerifyHelloMac(key, w) && size < sizeof(w)) __builtin_trap();  // a MAC guessed from zeros
   // A hello signed here must verify, and must stop verifying when any byte changes.
   ff::HelloWire signed_w = w;

@@ -377,7 +377,8 @@ TEST(Conformance, FailbackPathIsAdmittedOnlyWhenSignedWithTheConnectionsKeyAndOn
   v2.type = static_cast<uint8_t>(FrameType::kHello);
   v2.flags = kHelloFlagRejoin;
   v2.seq = kConnId;
-  v2.offset = SecretOf(handle);
+  const HandleSecret secret = SecretOf(handle);
+  std::memcpy(&v2.offset, secret.data(), sizeof(v2.offset));
   v2.total = 2;
   SealHeader(&v2);
   int liars[4] = {Dial(rejoin), Dial(rejoin), Dial(rejoin), Dial(rejoin)};
@@ -568,7 +569,7 @@ TEST(Conformance, UnacknowledgedMessageIsResentWhenThePeerHoldsItButNeverAcknowl
   socklen_t alen = sizeof(a);
   getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &alen);
   ListenHandle lh;
-  lh.secret = 42;
+  lh.secret = HandleSecret{42};
   sockaddr_storage ss{};
   std::memcpy(&ss, &a, sizeof(a));
   lh.addrs = {ss};

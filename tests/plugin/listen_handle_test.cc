@@ -28,7 +28,7 @@ sockaddr_storage V6(const char* ip, uint16_t port) {
 
 TEST(ListenHandle, MixedFamiliesRoundTrip) {
   ListenHandle h;
-  h.secret = 0x1122334455667788ull;
+  for (size_t i = 0; i < kSecretBytes; ++i) h.secret[i] = static_cast<uint8_t>(0x11 * (i + 1));
   h.addrs = {V4("10.0.0.1", 4000), V6("fd00::2", 5000), V4("10.0.1.1", 6000)};
   char buf[kHandleBytes];
   ASSERT_TRUE(EncodeHandle(h, buf).ok());
@@ -61,14 +61,15 @@ TEST(ListenHandle, GarbageAndBadFieldsAreRejectedWithReasons) {
   ASSERT_TRUE(EncodeHandle(h, buf).ok());
   char bad[kHandleBytes];
   std::memcpy(bad, buf, sizeof(buf));
-  bad[24] = 9;  // unknown family
+  constexpr size_t kAddr0 = kConnectStateOffset + 8;  // the first address entry
+  bad[kAddr0] = 9;  // unknown family
   ListenHandle d;
   EXPECT_NE(DecodeHandle(bad, &d).message().find("family"), std::string::npos);
   std::memcpy(bad, buf, sizeof(buf));
   bad[5] = 0;
   EXPECT_FALSE(DecodeHandle(bad, &d).ok());
   std::memcpy(bad, buf, sizeof(buf));
-  bad[25] = bad[26] = 0;  // port 0
+  bad[kAddr0 + 1] = bad[kAddr0 + 2] = 0;  // port 0
   EXPECT_NE(DecodeHandle(bad, &d).message().find("port"), std::string::npos);
   EXPECT_FALSE(DecodeHandle(nullptr, &d).ok());
 }
@@ -78,6 +79,33 @@ TEST(ListenHandle, TooManyAddressesIsAnError) {
   for (int i = 0; i < 9; ++i) h.addrs.push_back(V4("10.0.0.1", 4000));
   char buf[kHandleBytes];
   EXPECT_FALSE(EncodeHandle(h, buf).ok());
+}
+
+TEST(ListenHandle, SecretIsSixteenBytesAndSurvivesTheRoundTrip) {
+  ListenHandle h;
+  for (size_t i = 0; i < kSecretBytes; ++i) h.secret[i] = static_cast<uint8_t>(0xa0 + i);
+  h.addrs = {V4("10.0.0.1", 4000)};
+  char buf[kHandleBytes];
+  ASSERT_TRUE(EncodeHandle(h, buf).ok());
+  ListenHandle d;
+  ASSERT_TRUE(DecodeHandle(buf, &d).ok());
+  EXPECT_EQ(d.secret, h.secret);
+  // Every one of the 16 bytes counts: flipping the last one changes the secret read back.
+  buf[8 + kSecretBytes - 1] ^= 1;
+  ASSERT_TRUE(DecodeHandle(buf, &d).ok());
+  EXPECT_NE(d.secret, h.secret);
+}
+
+TEST(ListenHandle, AVersionOneHandleIsRefusedByVersion) {
+  ListenHandle h;
+  h.addrs = {V4("10.0.0.1", 4000)};
+  char buf[kHandleBytes];
+  ASSERT_TRUE(EncodeHandle(h, buf).ok());
+  buf[4] = 1;  // the 64-bit-secret layout of earlier releases
+  ListenHandle d;
+  const Status s = DecodeHandle(buf, &d);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("version 1 unsupported"), std::string::npos) << s.message();
 }
 
 }  // namespace

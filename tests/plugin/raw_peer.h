@@ -16,17 +16,16 @@ namespace ff::testing {
 
 // The first address in a handle, for raw sockets that impersonate peers.
 inline sockaddr_in FirstAddress(const char* handle) {
+  ListenHandle h;
   sockaddr_in a{};
-  a.sin_family = AF_INET;
-  std::memcpy(&a.sin_port, handle + 25, 2);
-  std::memcpy(&a.sin_addr, handle + 27, 4);
+  if (DecodeHandle(handle, &h).ok() && h.addrs[0].ss_family == AF_INET) std::memcpy(&a, &h.addrs[0], sizeof(a));
   return a;
 }
 
-inline uint64_t SecretOf(const char* handle) {
-  uint64_t secret;
-  std::memcpy(&secret, handle + 8, 8);
-  return secret;
+inline HandleSecret SecretOf(const char* handle) {
+  ListenHandle h;
+  (void)DecodeHandle(handle, &h);
+  return h.secret;
 }
 
 // A blocking TCP connection to `to`, bound first to `source` (e.g. "127.0.0.2") when given; -1 on failure.
