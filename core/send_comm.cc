@@ -599,7 +599,10 @@ void SendComm::CheckAckTimeout(uint64_t now_ns) {
             static_cast<unsigned long long>(h.seq), static_cast<unsigned long long>(h.size),
             static_cast<unsigned long long>(h.next_offset), h.resend_count, DescribePaths().c_str());
   }
-  const uint64_t timeout_ns = (uint64_t{opts_.resend_timeout_ms} * 1'000'000) << std::min(timeout_streak_, 6u);
+  // On an oversubscribed host the receiver may simply not have run: wait at least 4x the watchdog's
+  // CPU-pressure allowance (1.6 s at 100% PSI pressure) before re-sending what its kernel holds.
+  const uint64_t timeout_ns = std::max((uint64_t{opts_.resend_timeout_ms} * 1'000'000) << std::min(timeout_streak_, 6u),
+                                       4 * PathWatchdog::PressureAllowance(now_ns));
   if (now_ns - ack_progress_ns_ < timeout_ns) return;
   // Only when everything we wrote has reached the peer's kernel (nothing queued here, nothing
   // unacknowledged in any live socket): then the receiver dropped it, e.g. with a path it reset,
