@@ -159,12 +159,14 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # Started before the job, finding it only by scanning /proc (no --lib): `report`, whose one
     # interval is its whole duration, must still look for new processes while it waits.
-    task2, warmup2 = TASK + "-later", WARMUP // 2
+    # As long as the first job (JOB_S): the report looks for new processes once a second, and
+    # attaching to three ranks on a loaded host takes a while too.
+    task2, warmup2 = TASK + "-later", WARMUP
     out_dir = os.path.join(tmp, "report")
     rep = lib.start_probe([flexiforce, "probe", "report", "--duration", "300", "--out", out_dir],
                           os.path.join(tmp, "ready-report"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     r2 = subprocess.run([driver, "--ranks", str(NRANKS), "--launch-local", "--backend", "plugin", "--plugin", plugin,
-                         "--coll", "allreduce", "--min-bytes", str(SIZE), "--max-bytes", str(SIZE), "--step-bytes",
+                         "--coll", ",".join(COLLS), "--min-bytes", str(SIZE), "--max-bytes", str(SIZE), "--step-bytes",
                          str(STEP), "--warmup", str(warmup2), "--iters", str(ITERS), "--timeout-s", "150", "--json"],
                         capture_output=True, text=True, env=dict(os.environ, AI_TASK_ID=task2, FLEXIFORCE_STATS="0"))
     rep.send_signal(signal.SIGINT)
