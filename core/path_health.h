@@ -93,8 +93,8 @@ class PathWatchdog {
   // more) the softirq work that acknowledges one connection can lag tens of milliseconds behind
   // another's, which from TCP_INFO looks like a silent cut: the limit grows to pressure x
   // kPressureScaleNs (50% pressure: 100 ms, the absolute rule's time). A real cut leaves the CPUs
-  // alone, so on a healthy host the 10 ms detection stands. The absolute rule waits at least twice
-  // the allowance.
+  // alone, so on a healthy host the 10 ms detection stands. The absolute rule waits at least three
+  // times the allowance.
   static constexpr double kPressureFloor = 0.05;
   static constexpr uint64_t kPressureScaleNs = 200'000'000;
   static uint64_t PressureAllowance(uint64_t now_ns);

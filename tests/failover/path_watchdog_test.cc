@@ -468,15 +468,15 @@ TEST(PathWatchdog, OnAnOversubscribedHostTheRelativeRuleWaitsLonger) {
       EXPECT_EQ(w.RelativeLimit(0, 1090 * kMs), 100 * kMs);
     }
   }
-  // The absolute rule too: 150 ms without an acknowledgement stalls a path on an idle host, not at
-  // 50% pressure (twice the 100 ms allowance).
+  // The absolute rule too: 250 ms without an acknowledgement stalls a path on an idle host, not at
+  // 50% pressure (three times the 100 ms allowance).
   for (double pressure : {0.0, 0.5}) {
     health::CpuPressure::OverrideForTest(pressure);
     PathWatchdog w(100 * kMs, false);
     PathFaultReport rep;
     EXPECT_FALSE(w.Judge(0, Sample(10, 1000, 0), 1000 * kMs, &rep));
-    EXPECT_EQ(w.Judge(0, Sample(10, 1000, 150), 1150 * kMs, &rep), pressure == 0.0) << "pressure " << pressure;
-    EXPECT_EQ(w.Judge(0, Sample(10, 1000, 201), 1201 * kMs, &rep), true) << "pressure " << pressure;
+    EXPECT_EQ(w.Judge(0, Sample(10, 1000, 250), 1250 * kMs, &rep), pressure == 0.0) << "pressure " << pressure;
+    EXPECT_EQ(w.Judge(0, Sample(10, 1000, 301), 1301 * kMs, &rep), true) << "pressure " << pressure;
   }
   health::CpuPressure::OverrideForTest(0.04);  // below the floor: no allowance
   EXPECT_EQ(PathWatchdog::PressureAllowance(0), 0u);
