@@ -63,7 +63,8 @@ bool RecvComm::AdoptRejoins() {
   return true;
 }
 
-Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out) {
+Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out,
+                       const uint32_t* rkeys) {
   *out = nullptr;
   if (!error_.ok()) return error_;
   if (n < 1 || n > kMaxRecvs)
@@ -91,6 +92,7 @@ Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const in
     e.data = static_cast<char*>(data[i]);
     e.capacity = sizes[i];
     e.tag = tags[i];
+    e.rkey = rkeys != nullptr ? rkeys[i] : 0;
   }
   active_[active_count_++] = r;
   *out = r;
@@ -308,6 +310,10 @@ bool RecvComm::SendAck(bool all_paths, bool republish) {
       d.tag = e.tag;
       d.group_n = static_cast<uint16_t>(r.n);
       d.group_idx = static_cast<uint16_t>(k);
+      if (e.rkey != 0) {
+        d.addr = reinterpret_cast<uint64_t>(e.data);
+        d.keys[0] = e.rkey;
+      }
     }
   }
   std::sort(desc, desc + nd, [](const RecvDescriptor& a, const RecvDescriptor& b) { return a.seq < b.seq; });

@@ -7,6 +7,10 @@
 
 #include "base/logging.h"
 #include "pcie/device_inventory.h"
+#if FF_WITH_VERBS
+#include "verbs/rdma_path.h"
+#include "verbs/transport_choice.h"
+#endif
 
 namespace ff {
 
@@ -27,6 +31,77 @@ void RemoveStatsFileAtExit() {
 }
 
 }  // namespace
+
+Status PluginState::ChooseTransport() {
+  const std::string& setting = config_->transport;
+#if FF_WITH_VERBS
+  verbs::TransportSetting ts = verbs::TransportSetting::kAuto;
+  if (!verbs::ParseTransportSetting(setting, &ts)) ts = verbs::TransportSetting::kAuto;  // the registry warned
+  verbs::DiscoveryOptions o;
+  auto refuse_or_tcp = [&](const std::string& why) -> Status {
+    if (ts == verbs::TransportSetting::kVerbs)
+      return InvalidArgument("FLEXIFORCE_TRANSPORT=verbs: " + why + "; accepted: auto, verbs or tcp");
+    FF_INFO(NCCL_INIT | NCCL_NET, "transport: TCP (FLEXIFORCE_TRANSPORT=%s: %s)", setting.c_str(), why.c_str());
+    return Status::Ok();
+  };
+  if (ts != verbs::TransportSetting::kTcp) {
+    if (Status s = verbs::HcaFilter::Parse(config_->ib_hca, &o.filter); !s.ok()) return refuse_or_tcp(s.message());
+    if (const char* g = std::getenv("NCCL_IB_GID_INDEX"); g && *g)
+      if (Status s = verbs::ParseGidIndex(g, &o.gid.gid_index); !s.ok()) return refuse_or_tcp(s.message());
+    if (const char* f = std::getenv("NCCL_IB_ADDR_FAMILY"); f && *f)
+      if (Status s = verbs::ParseAddrFamily(f, &o.gid.addr_family); !s.ok()) return refuse_or_tcp(s.message());
+  }
+  const verbs::IbverbsLoader& ib = verbs::IbverbsLoader::Get();
+  verbs::TransportChoice choice;
+  if (Status s = verbs::ChooseTransport(ts, ib, o, &choice); !s.ok()) return s;
+  for (const auto& w : choice.discovery.warnings) FF_WARN("verbs: %s", w.c_str());
+  if (!choice.verbs) {
+    FF_INFO(NCCL_INIT | NCCL_NET, "transport: TCP (%s)", choice.reason.c_str());
+    return Status::Ok();
+  }
+  std::vector<VerbsDevice> out;
+  std::string failures;
+  for (const auto& p : choice.discovery.ports) {
+    std::unique_ptr<verbs::RdmaDevice> dev;
+    Status s = verbs::OpenRdmaDevice(ib, p.device, p.port, p.gid.index, &dev);
+    if (!s.ok()) {
+      FF_WARN("verbs: cannot open %s port %d: %s", p.device.c_str(), p.port, s.message().c_str());
+      failures += (failures.empty() ? "" : "; ") + s.message();
+      continue;
+    }
+    VerbsDevice v;
+    v.name = p.device;
+    v.port = p.port;
+    v.pci_path = p.pci_path;
+    v.guid = p.guid;
+    v.speed_mbps = p.speed_mbps;
+    v.netdev = p.netdev;
+    v.bootstrap = 0;
+    for (size_t i = 0; i < devices_.size(); ++i)
+      if (!p.netdev.empty() && devices_[i].name == p.netdev) v.bootstrap = static_cast<int>(i);
+    v.rdma = dev.release();  // never closed: see VerbsDevice
+    out.push_back(std::move(v));
+  }
+  if (out.empty()) return refuse_or_tcp("no RDMA port could be opened (" + failures + ")");
+  verbs_devices_ = std::move(out);
+  FF_INFO(NCCL_INIT | NCCL_NET, "transport: RDMA verbs (%s)", choice.reason.c_str());
+  for (size_t i = 0; i < verbs_devices_.size(); ++i) {
+    const auto& d = verbs_devices_[i];
+    FF_INFO(NCCL_INIT | NCCL_NET, "dev %zu: %s port %d speed %d Mbps%s%s, handshakes over %s", i, d.name.c_str(), d.port,
+            d.speed_mbps, d.netdev.empty() ? "" : " netdev ", d.netdev.c_str(),
+            devices_[static_cast<size_t>(d.bootstrap)].name.c_str());
+  }
+  return Status::Ok();
+#else
+  if (setting == "verbs")
+    return InvalidArgument(
+        "FLEXIFORCE_TRANSPORT=verbs: this build has no verbs backend (infiniband/verbs.h was missing when it was "
+        "built); accepted: auto, verbs or tcp");
+  FF_INFO(NCCL_INIT | NCCL_NET, "transport: TCP (FLEXIFORCE_TRANSPORT=%s; built without the verbs backend)",
+          setting.c_str());
+  return Status::Ok();
+#endif
+}
 
 Status PluginState::Init(ncclDebugLogger_t logger) {
   static std::mutex mu;
@@ -50,6 +125,7 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
                                                              "' (syntax: prefixes, ^ to exclude, = for exact names)"));
   }
   for (const auto& d : devices_) placements_.push_back(pcie::PlaceDevicePath(d.pci_path));
+  if (Status s = ChooseTransport(); !s.ok()) return s;
   std::string list;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const auto& d = devices_[i];

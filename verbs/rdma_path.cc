@@ -268,7 +268,7 @@ bool RdmaPath::PostFrame(int slot) {
   wr[0].opcode = IBV_WR_SEND;
   ibv_sge ps{};
   if (data) {
-    if (f.raddr == 0) {
+    if (f.raddr == 0 && f.hdr.length > 0) {  // a zero-length write touches no remote memory
       last_errno_ = EINVAL;
       rx_error_ = "path " + std::to_string(index()) + " (" + describe_ + "): data chunk of message " +
                   std::to_string(f.hdr.seq) + " has no remote buffer (an RDMA path needs the receiver's descriptor)";
