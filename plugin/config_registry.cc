@@ -81,7 +81,8 @@ const std::vector<KnobSpec> kSpecs = {
      "read NIC error, FEC, RDMA and PCIe link counters (sysfs, ethtool netlink) and drain paths whose "
      "local NIC degrades (debounced: 3 detections within 500 ms)"},
     {"FLEXIFORCE_SYSFS_ROOT", KnobType::kString, "", 0, 0,
-     "prefix for /sys when reading NIC health counters (tests point it at a fixture tree)"},
+     "prefix for /sys when reading NIC health counters and discovering RDMA ports (tests point it at a fixture "
+     "tree)"},
     {"FLEXIFORCE_QUEUED_CHUNKS", KnobType::kInt, "2", 1, 64,
      "chunks queued per path ahead of the socket; more hides latency, fewer balances paths better"},
     {"FLEXIFORCE_TRAFFIC_CLASS", KnobType::kInt, "-1", -1, 255,
@@ -107,6 +108,8 @@ const std::vector<KnobSpec> kSpecs = {
      "verbs = RDMA only (init fails, naming the reason, when there is none); tcp = TCP only. The choice is logged "
      "once at init",
      "auto|verbs|tcp"},
+    {"FLEXIFORCE_IBVERBS_LIBRARY", KnobType::kString, "", 0, 0,
+     "the verbs library the plugin opens with dlopen (empty: libibverbs.so.1); tests point it at a fake"},
     {"NCCL_IB_HCA", KnobType::kString, "", 0, 0,
      "NCCL's RDMA device selection (verbs transport): mlx5_0:1,mlx5_1 - prefixes, '^' excludes, '=' matches "
      "exactly, ':N' picks a port"},
@@ -319,6 +322,7 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.socket_family = str("NCCL_SOCKET_FAMILY");
   c.transport = str("FLEXIFORCE_TRANSPORT");
   c.ib_hca = str("NCCL_IB_HCA");
+  c.ibverbs_library = str("FLEXIFORCE_IBVERBS_LIBRARY");
   return c;
 }
 

@@ -67,6 +67,7 @@ struct Config {
   std::string socket_family;  // NCCL_SOCKET_FAMILY
   std::string transport;      // FLEXIFORCE_TRANSPORT: "auto", "verbs" or "tcp"
   std::string ib_hca;         // NCCL_IB_HCA
+  std::string ibverbs_library;  // FLEXIFORCE_IBVERBS_LIBRARY; empty: libibverbs.so.1
 };
 
 // A variable the training job sets about itself (AI_*): parsed by sla/'s parsers, not by the knob table.

@@ -51,7 +51,11 @@ Status PluginState::ChooseTransport() {
     if (const char* f = std::getenv("NCCL_IB_ADDR_FAMILY"); f && *f)
       if (Status s = verbs::ParseAddrFamily(f, &o.gid.addr_family); !s.ok()) return refuse_or_tcp(s.message());
   }
-  const verbs::IbverbsLoader& ib = verbs::IbverbsLoader::Get();
+  // Never destroyed, as the process-wide loader: devices opened through it live as long.
+  const verbs::IbverbsLoader& ib = config_->ibverbs_library.empty()
+                                       ? verbs::IbverbsLoader::Get()
+                                       : *new verbs::IbverbsLoader(config_->ibverbs_library);
+  if (!config_->sysfs_root.empty()) o.root = config_->sysfs_root;  // fixture trees in tests
   verbs::TransportChoice choice;
   if (Status s = verbs::ChooseTransport(ts, ib, o, &choice); !s.ok()) return s;
   for (const auto& w : choice.discovery.warnings) FF_WARN("verbs: %s", w.c_str());
@@ -129,9 +133,15 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
   std::string list;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const auto& d = devices_[i];
-    FF_INFO(NCCL_INIT | NCCL_NET, "dev %zu: %s %s speed %d Mbps%s", i, d.name.c_str(),
-            tcp::AddressToString(d.addr).c_str(), d.speed_mbps, d.pci_path.empty() ? " (virtual)" : "");
+    // With verbs the TCP interfaces only carry connection handshakes; NCCL's devices are the ports above.
+    FF_INFO(NCCL_INIT | NCCL_NET, "%s %zu: %s %s speed %d Mbps%s", verbs() ? "handshake interface" : "dev", i,
+            d.name.c_str(), tcp::AddressToString(d.addr).c_str(), d.speed_mbps, d.pci_path.empty() ? " (virtual)" : "");
     list += (i ? " " : "") + std::to_string(i) + ":" + d.name;
+  }
+  if (verbs()) {
+    list.clear();
+    for (size_t i = 0; i < verbs_devices_.size(); ++i)
+      list += (i ? " " : "") + std::to_string(i) + ":" + verbs_devices_[i].name + ":" + std::to_string(verbs_devices_[i].port);
   }
   FF_INFO(NCCL_INIT | NCCL_NET, "Using [%s], %d path(s) per connection, chunk %lld bytes", list.c_str(),
           config_->paths_per_connection, static_cast<long long>(config_->chunk_bytes));
