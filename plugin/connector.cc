@@ -99,6 +99,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
                            std::to_string(st.device_count() - 1));
   PendingConnect* pc = LoadState(handle);
   if (pc == nullptr) {
+    if (Status s = st.CheckVerbsUsableHere(); !s.ok()) return s;
     auto fresh = std::make_unique<PendingConnect>();
     Status ds = DecodeHandle(handle, &fresh->handle);
     if (!ds.ok()) return ds;
@@ -284,8 +285,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     }
 #if FF_WITH_VERBS
     if (a.verbs) {
-      paths.push_back(a.verbs->TakePath());
-      a.socket.reset();  // the bootstrap stream's work is done
+      paths.push_back(a.verbs->TakePath(a.socket.release()));  // the stream now tells of the peer's exit
       continue;
     }
 #endif
@@ -324,6 +324,10 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     // reconnector (a new QP pair), not there yet: a failed QP stays down, the others carry on.
     opts.eager_bytes = 0;
     opts.failback_ms = 0;
+    // A completed RDMA write is in the peer's memory (RC), so the "peer holds every byte but never
+    // acknowledges" re-send has nothing to recover - and a re-sent write would land in a buffer the
+    // receiver may have completed and NCCL reused.
+    opts.resend_timeout_ms = 0;
   }
   if (cfg.failback_ms > 0 && !st.verbs()) {
     tcp::PathSocketOptions so;

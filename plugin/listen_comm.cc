@@ -6,6 +6,7 @@
 
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -48,6 +49,7 @@ Status ListenComm::Create(NetContext* ctx, int dev, void* handle, std::unique_pt
     return InvalidArgument("listen on device " + std::to_string(dev) + "; accepted 0 to " +
                            std::to_string(st.device_count() - 1));
   if (handle == nullptr) return InvalidArgument("listen handle buffer is NULL");
+  if (Status s = st.CheckVerbsUsableHere(); !s.ok()) return s;
   auto lc = std::make_unique<ListenComm>();
   lc->ctx_ = ctx;
   lc->dev_ = dev;
@@ -252,8 +254,9 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
       }
 #if FF_WITH_VERBS
       if (verbs_) {
-        paths.push_back(g.verbs[static_cast<size_t>(i)]->TakePath());
-        g.streams[i].reset();  // the bootstrap stream's work is done
+        // The bootstrap stream stays open: the path watches it to learn of the peer process's exit.
+        paths.push_back(g.verbs[static_cast<size_t>(i)]->TakePath(::dup(g.streams[i]->fd())));
+        g.streams[i].reset();
         continue;
       }
 #endif

@@ -1,6 +1,8 @@
 // Device discovery at init, logged one line per device as NCCL's own transports do.
 #include "plugin/plugin_state.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -130,6 +132,7 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
   }
   for (const auto& d : devices_) placements_.push_back(pcie::PlaceDevicePath(d.pci_path));
   if (Status s = ChooseTransport(); !s.ok()) return s;
+  init_pid_ = ::getpid();
   std::string list;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const auto& d = devices_[i];
@@ -155,6 +158,14 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
   std::memset(&default_context_.attr, 0xff, sizeof(default_context_.attr));
   initialized_.store(true, std::memory_order_release);
   return Status::Ok();
+}
+
+Status PluginState::CheckVerbsUsableHere() const {
+  if (!verbs() || ::getpid() == init_pid_) return Status::Ok();
+  return InvalidUsage("the verbs transport was set up by process " + std::to_string(init_pid_) + " and this process (" +
+                      std::to_string(::getpid()) +
+                      ") is a child forked after init: RDMA resources do not cross fork; init the plugin in the "
+                      "child before forking, or use FLEXIFORCE_TRANSPORT=tcp");
 }
 
 std::vector<int> PluginState::PathOrder(int dev) const {

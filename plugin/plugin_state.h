@@ -64,6 +64,11 @@ class PluginState {
   // NIC soft-health sampler over the selected devices; nullptr when FLEXIFORCE_NIC_HEALTH=0.
   NicWatch* nic_watch() { return nic_watch_.get(); }
 
+  // Verbs contexts, PDs and registrations belong to the process that opened them: a child forked
+  // after init cannot use them (its registrations fail or pin the wrong pages). An error naming that
+  // for listen/connect in such a child; Ok over TCP or in the process that ran init.
+  Status CheckVerbsUsableHere() const;
+
   // Local interfaces a connection from `dev` uses, the device's own first.
   std::vector<int> PathOrder(int dev) const;
 
@@ -75,6 +80,7 @@ class PluginState {
   const Config* config_ = nullptr;
   std::vector<tcp::NetInterface> devices_;
   std::vector<VerbsDevice> verbs_devices_;
+  int init_pid_ = 0;
   std::vector<pcie::PciPlacement> placements_;  // of devices_, read once at init (PathOrder)
   NetContext default_context_;
   std::unique_ptr<TaskProfile> task_;

@@ -30,8 +30,12 @@ class VerbsPathSetup {
   // and the last byte of the exchange was sent or received. An error names the step.
   Status Step(int fd, bool* done);
   bool done() const { return stage_ == Stage::kDone; }
-  // The connected path (call once, after done()).
-  std::unique_ptr<Path> TakePath() { return std::move(path_); }
+  // The connected path (call once, after done()); it keeps `watch_fd` (the bootstrap stream, or a
+  // duplicate of it) to learn when the peer process goes away (RdmaPath::WatchPeer).
+  std::unique_ptr<Path> TakePath(int watch_fd) {
+    path_->WatchPeer(watch_fd);
+    return std::move(path_);
+  }
 
  private:
   enum class Stage { kSendLocal, kReadRemote, kSendReady, kReadReady, kDone };

@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -106,7 +108,14 @@ Status OpenRdmaDevice(const IbverbsLoader& ib, const std::string& name, int port
 RdmaPath::RdmaPath(int index, RdmaDevice& dev, const RdmaPathOptions& options)
     : Path(index), dev_(dev), api_(dev.ib->api()), options_(options) {}
 
+void RdmaPath::WatchPeer(int fd) {
+  if (peer_fd_ >= 0) ::close(peer_fd_);
+  peer_fd_ = fd;
+  peer_checked_ns_ = MonoNs();
+}
+
 RdmaPath::~RdmaPath() {
+  if (peer_fd_ >= 0) ::close(peer_fd_);
   // The QP goes first, so no work request can still read a payload whose registration we drop next.
   qp_.reset();
   for (int i = 0; i < tx_posted_; ++i) {
@@ -450,6 +459,20 @@ PumpResult RdmaPath::Deliver(FrameSink& sink, const RxDone& d, bool* consumed) {
 PumpResult RdmaPath::Poll(FrameSink& sink) {
   ReapSends();
   if (fenced_) return PumpResult::kClosed;
+  if (peer_fd_ >= 0) {
+    const uint64_t now = MonoNs();
+    if (now - peer_checked_ns_ >= kPeerWatchNs) {
+      peer_checked_ns_ = now;
+      char byte;
+      const ssize_t r = ::recv(peer_fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        last_errno_ = r == 0 ? ECONNRESET : errno;
+        rx_error_ = "path " + std::to_string(index()) + " (" + describe_ + "): the peer closed the connection's " +
+                    "bootstrap stream (its process exited)";
+        return PumpResult::kClosed;
+      }
+    }
+  }
   ibv_wc wc[kPollBatch];
   for (;;) {
     while (rx_backlog_count_ > 0) {

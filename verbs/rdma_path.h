@@ -106,6 +106,13 @@ class RdmaPath final : public Path {
   std::string Describe() const override { return describe_; }
   std::string DebugState() const override;
 
+  // Keeps `fd` (the connection's bootstrap stream, a socket the peer process holds open) and checks
+  // it at most every kPeerWatchNs from Poll: the peer closing it (its process exited or died) ends
+  // the path with kClosed. An RC QP alone cannot tell: a receiver that never sends has no work
+  // request that could fail when the sending process dies. -1: no watch.
+  void WatchPeer(int fd);
+  static constexpr uint64_t kPeerWatchNs = 10'000'000;
+
   uint64_t bytes_written() const { return bytes_acked_; }
   uint32_t qpn() const;
 
@@ -176,6 +183,8 @@ class RdmaPath final : public Path {
   uint64_t bytes_acked_ = 0;  // data payload bytes whose WRITE completed
   uint64_t wrs_posted_ = 0;
   uint64_t last_progress_ns_ = 0;
+  int peer_fd_ = -1;
+  uint64_t peer_checked_ns_ = 0;
 };
 
 }  // namespace ff::verbs
