@@ -99,7 +99,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
                            std::to_string(st.device_count() - 1));
   PendingConnect* pc = LoadState(handle);
   if (pc == nullptr) {
-    if (Status s = st.CheckVerbsUsableHere(); !s.ok()) return s;
+    if (Status s = st.PrepareVerbsForThisProcess(); !s.ok()) return s;
     auto fresh = std::make_unique<PendingConnect>();
     Status ds = DecodeHandle(handle, &fresh->handle);
     if (!ds.ok()) return ds;

@@ -49,7 +49,7 @@ Status ListenComm::Create(NetContext* ctx, int dev, void* handle, std::unique_pt
     return InvalidArgument("listen on device " + std::to_string(dev) + "; accepted 0 to " +
                            std::to_string(st.device_count() - 1));
   if (handle == nullptr) return InvalidArgument("listen handle buffer is NULL");
-  if (Status s = st.CheckVerbsUsableHere(); !s.ok()) return s;
+  if (Status s = st.PrepareVerbsForThisProcess(); !s.ok()) return s;
   auto lc = std::make_unique<ListenComm>();
   lc->ctx_ = ctx;
   lc->dev_ = dev;

@@ -83,6 +83,7 @@ Status PluginState::ChooseTransport() {
     v.speed_mbps = p.speed_mbps;
     v.netdev = p.netdev;
     v.bootstrap = 0;
+    v.gid_index = p.gid.index;
     for (size_t i = 0; i < devices_.size(); ++i)
       if (!p.netdev.empty() && devices_[i].name == p.netdev) v.bootstrap = static_cast<int>(i);
     v.rdma = dev.release();  // never closed: see VerbsDevice
@@ -160,12 +161,33 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
   return Status::Ok();
 }
 
-Status PluginState::CheckVerbsUsableHere() const {
-  if (!verbs() || ::getpid() == init_pid_) return Status::Ok();
-  return InvalidUsage("the verbs transport was set up by process " + std::to_string(init_pid_) + " and this process (" +
-                      std::to_string(::getpid()) +
-                      ") is a child forked after init: RDMA resources do not cross fork; init the plugin in the "
-                      "child before forking, or use FLEXIFORCE_TRANSPORT=tcp");
+Status PluginState::PrepareVerbsForThisProcess() {
+  if (!verbs()) return Status::Ok();
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  const int pid = static_cast<int>(::getpid());
+  if (pid == init_pid_.load(std::memory_order_acquire)) return Status::Ok();
+#if FF_WITH_VERBS
+  std::vector<verbs::RdmaDevice*> fresh;
+  for (const auto& v : verbs_devices_) {
+    std::unique_ptr<verbs::RdmaDevice> dev;
+    Status s = verbs::OpenRdmaDevice(*v.rdma->ib, v.name, v.port, v.gid_index, &dev);
+    if (!s.ok())
+      return SystemError("this process (" + std::to_string(pid) + ") was forked from " +
+                         std::to_string(init_pid_.load()) + " after init and cannot reopen " + v.name + ": " +
+                         s.message());
+    fresh.push_back(dev.release());
+  }
+  // The inherited devices are the parent's (their file descriptors are shared with it): leaked here
+  // on purpose, never closed or deregistered from this process.
+  for (size_t i = 0; i < fresh.size(); ++i) verbs_devices_[i].rdma = fresh[i];
+  FF_INFO(NCCL_INIT | NCCL_NET, "verbs: process %d was forked after init (by %d); reopened %zu RDMA device(s)", pid,
+          init_pid_.load(), fresh.size());
+  init_pid_.store(pid, std::memory_order_release);
+  return Status::Ok();
+#else
+  return InternalError("verbs devices without the verbs backend");
+#endif
 }
 
 std::vector<int> PluginState::PathOrder(int dev) const {

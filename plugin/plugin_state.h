@@ -30,6 +30,7 @@ struct VerbsDevice {
   int speed_mbps = 0;
   std::string netdev;    // RoCE: the interface behind the port
   int bootstrap = 0;     // index into devices(): the TCP interface that carries this port's handshakes
+  int gid_index = 0;
   verbs::RdmaDevice* rdma = nullptr;  // opened at init, never closed (NCCL's threads may still poll)
 };
 
@@ -65,9 +66,10 @@ class PluginState {
   NicWatch* nic_watch() { return nic_watch_.get(); }
 
   // Verbs contexts, PDs and registrations belong to the process that opened them: a child forked
-  // after init cannot use them (its registrations fail or pin the wrong pages). An error naming that
-  // for listen/connect in such a child; Ok over TCP or in the process that ran init.
-  Status CheckVerbsUsableHere() const;
+  // after init cannot use them (its registrations fail, and releasing them would release the
+  // parent's). In such a child the devices are opened again, once, on its first listen/connect; the
+  // inherited ones are left alone. Ok over TCP; an error when a device cannot be reopened.
+  Status PrepareVerbsForThisProcess();
 
   // Local interfaces a connection from `dev` uses, the device's own first.
   std::vector<int> PathOrder(int dev) const;
@@ -80,7 +82,7 @@ class PluginState {
   const Config* config_ = nullptr;
   std::vector<tcp::NetInterface> devices_;
   std::vector<VerbsDevice> verbs_devices_;
-  int init_pid_ = 0;
+  std::atomic<int> init_pid_{0};
   std::vector<pcie::PciPlacement> placements_;  // of devices_, read once at init (PathOrder)
   NetContext default_context_;
   std::unique_ptr<TaskProfile> task_;
