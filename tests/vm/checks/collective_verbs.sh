@@ -27,5 +27,30 @@ grep -q "(rxe_a0, " "$out" || fail "rank 0 did not report rxe_a0 as its plugin d
 # Ranks 1 and 3 sit on rxe_b0: their ring steps to and from rxe_a0 cross the veth as RoCE packets.
 [ $((rx_after - rx_before)) -gt 1000 ] || fail "va0 saw only $((rx_after - rx_before)) packets: the traffic did not cross the veth"
 rm -f "$out"
+
+# Bandwidth next to perftest in the same boot: 2 ranks, Broadcast of 8 MiB (rank 0 -> rank 1 over
+# rxe_a0 -> rxe_b0, 1 MiB ring steps; for 2 ranks busbw = algbw = the one link's rate), beside
+# ib_write_bw's 1 MiB writes on the same devices. Both in decimal Gbit/s; no speed is asserted (TCG).
+ga="$("$fixture" gid rxe_a0)"
+gb="$("$fixture" gid rxe_b0)"
+perf_out="$(mktemp)"
+timeout 120 ib_write_bw -d rxe_b0 -x "$gb" -s 1048576 -n 64 -F --report_gbits >/dev/null 2>&1 &
+server=$!
+wait_listen 18515
+timeout 120 ib_write_bw -d rxe_a0 -x "$ga" -s 1048576 -n 64 -F --report_gbits 10.99.0.2 >"$perf_out" 2>&1 ||
+  { cat "$perf_out"; fail "ib_write_bw client exited non-zero"; }
+wait "$server" || fail "ib_write_bw server exited $?"
+perf="$(awk '$1 == 1048576 && NF >= 5 { print $4 }' "$perf_out")"
+[ -n "$perf" ] || { cat "$perf_out"; fail "no result row in ib_write_bw's output"; }
+bw_out="$(mktemp)"
+timeout 300 "$bin" --ranks 2 --launch-local --backend plugin --dev-cycle 2 --coll broadcast \
+  --min-bytes 8M --max-bytes 8M --step-bytes 1M --iters 5 --warmup 1 --timeout-s 240 >"$bw_out" 2>&1 ||
+  { cat "$bw_out"; fail "2-rank broadcast over verbs failed"; }
+cat "$bw_out"
+ours="$(awk '$1 == "broadcast" && $2 == 8388608 && $7 == "ok" { print $5 * 8 }' "$bw_out")"
+[ -n "$ours" ] || fail "no checked broadcast row in ff-collective's output"
+echo "BASELINE ib_write_bw rxe_a0->rxe_b0 size=1048576 avg=${perf} Gbit/s"
+echo "PLUGIN   broadcast 2 ranks rxe_a0->rxe_b0 size=8388608 step=1M busbw=${ours} Gbit/s ratio=$(awk -v a="$ours" -v b="$perf" 'BEGIN { printf "%.2f", a / b }')"
+rm -f "$perf_out" "$bw_out"
 "$fixture" down
-pass "4-rank collectives over verbs (rxe_a0 <-> rxe_b0), exact"
+pass "4-rank collectives over verbs (rxe_a0 <-> rxe_b0), exact; bandwidth beside ib_write_bw"
