@@ -328,6 +328,10 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     // acknowledges" re-send has nothing to recover - and a re-sent write would land in a buffer the
     // receiver may have completed and NCCL reused.
     opts.resend_timeout_ms = 0;
+    // No hedging either: a hedged path is drained but kept open, and its late writes could land in a
+    // buffer the re-sent copies let the receiver complete. Over verbs a silent path is fenced (QP to
+    // ERR, flushed) by the absolute rule, FLEXIFORCE_PATH_STALL_MS, before its chunks go elsewhere.
+    opts.path_stall_fast_ms = 0;
   }
   if (cfg.failback_ms > 0 && !st.verbs()) {
     tcp::PathSocketOptions so;

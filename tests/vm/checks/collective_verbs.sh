@@ -12,6 +12,9 @@ max="${FF_COLL_MAX_BYTES:-2M}"
 
 "$fixture" up 1
 export FLEXIFORCE_TRANSPORT=verbs NCCL_IB_HCA="rxe_a0,rxe_b0" NCCL_SOCKET_IFNAME="=va0,=vb0" FLEXIFORCE_STATS=0
+# Under TCG one 512 KiB write takes 20+ ms and rxe serves its QPs unevenly: a QP can go 100+ ms
+# without a completion while healthy, which the default stall rule (100 ms) would fence.
+export FLEXIFORCE_PATH_STALL_MS="${FLEXIFORCE_PATH_STALL_MS:-2000}"
 rx_before=$(counter va0 rx_packets)
 out="$(mktemp)"
 start=$(date +%s.%N)
