@@ -129,8 +129,13 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       fresh->plan = PathPlan{};
       for (int i = 0; i < npaths; ++i) fresh->plan.paths.push_back(PlannedPath{local, fresh->handle.addrs[0], 0, 0});
       fresh->plan.path_name = vd.name + ":" + std::to_string(vd.port) + " -> " + tcp::PeerToString(fresh->handle.addrs[0]);
-      fresh->plan.summary = std::to_string(npaths) + " RC QP(s) on " + vd.name + ":" + std::to_string(vd.port) +
-                            " (handshake over " + st.devices()[static_cast<size_t>(vd.bootstrap)].name + ")";
+      std::string ports;
+      for (int s : st.VerbsSlots(dev, npaths)) {
+        const VerbsDevice& sd = st.verbs_devices()[static_cast<size_t>(s)];
+        ports += (ports.empty() ? "" : ", ") + sd.name + ":" + std::to_string(sd.port);
+      }
+      fresh->plan.summary = std::to_string(npaths) + " RC QP(s) on " + ports + " (handshake over " +
+                            st.devices()[static_cast<size_t>(vd.bootstrap)].name + ")";
     } else {
       fresh->plan = PlanPaths(dev, fresh->handle, npaths, task);
     }
@@ -171,8 +176,11 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
         const uint16_t sport = static_cast<uint16_t>(0xC000 | ((fresh->conn_id >> 8) + static_cast<uint64_t>(i) * 0x1111) % 0x4000);
         if (Status fs = verbs::FlowLabelForUdpSourcePort(sport, &ro.qp.flow_label); !fs.ok()) return fs;
         ro.qp.dscp = tcd.tos >= 0 ? static_cast<uint8_t>((tcd.tos >> 2) & 0x3f) : 0;
+        const std::vector<int> slots = st.VerbsSlots(dev, npaths);
+        const int pdev = slots[static_cast<size_t>(i) % slots.size()];
+        ro.key_slot = static_cast<int>(static_cast<size_t>(i) % slots.size());
         Status vs = VerbsPathSetup::Create(VerbsPathSetup::Role::kConnector, i,
-                                           *st.verbs_devices()[static_cast<size_t>(dev)].rdma, ro, &a.verbs);
+                                           *st.verbs_devices()[static_cast<size_t>(pdev)].rdma, ro, &a.verbs);
         if (!vs.ok()) return vs;
       }
 #endif

@@ -153,9 +153,14 @@ void ListenComm::Admit(PendingHello& p, uint64_t now) {
 #if FF_WITH_VERBS
   if (verbs_) {
     if (g.verbs.empty()) g.verbs.resize(static_cast<size_t>(npaths));
-    verbs::RdmaPathOptions ro;  // the acceptor's QP answers on whatever label the connector's packets carry
+    // The acceptor's QP answers on whatever label the connector's packets carry. It sits on the slot's
+    // port and tells the sender, in its endpoint, which descriptor key slot holds that port's rkeys.
+    const std::vector<int> slots = PluginState::Get().VerbsSlots(dev_, npaths);
+    verbs::RdmaPathOptions ro;
+    ro.key_slot = static_cast<int>(static_cast<size_t>(index) % slots.size());
+    const int pdev = slots[static_cast<size_t>(ro.key_slot)];
     Status vs = VerbsPathSetup::Create(VerbsPathSetup::Role::kAcceptor, index,
-                                       *PluginState::Get().verbs_devices()[static_cast<size_t>(dev_)].rdma, ro,
+                                       *PluginState::Get().verbs_devices()[static_cast<size_t>(pdev)].rdma, ro,
                                        &g.verbs[static_cast<size_t>(index)]);
     if (!vs.ok()) {
       Reject(p, "cannot create its RDMA queue pair: " + vs.message());

@@ -31,54 +31,82 @@ struct MrRef {
 #endif
 
 // Wrapper objects NCCL holds; the magic catches a comm of the wrong kind or a stale pointer.
+// Verbs: the registration caches of the ports a connection's QPs use, by key slot (null over TCP).
+using Caches = std::array<MrCache*, 4>;
+
 struct SendHandle {
   static constexpr uint32_t kMagic = 0x46465343;
   uint32_t magic = kMagic;
   std::unique_ptr<SendComm> comm;
-  MrCache* mrs = nullptr;  // verbs: the registration cache of the comm's RDMA device
+  Caches mrs{};
 };
 struct RecvHandle {
   static constexpr uint32_t kMagic = 0x46465243;
   uint32_t magic = kMagic;
   std::unique_ptr<RecvComm> comm;
-  MrCache* mrs = nullptr;
-  // Verbs: the registrations each outstanding receive's buffers hold until it completes (a hit on
-  // regMr's registration, which NCCL keeps for the buffer's life; a registration of their own for
-  // buffers nobody registered). Fixed slots: nothing allocated per receive.
+  Caches mrs{};
+  // Verbs: the registrations each outstanding receive's buffers hold until it completes, per key slot
+  // (a hit on regMr's registration, which NCCL keeps for the buffer's life; a registration of their
+  // own for buffers nobody registered). Fixed slots: nothing allocated per receive.
   struct Held {
     const RecvRequest* req = nullptr;
     int n = 0;
-    std::array<MrRef, kMaxRecvs> refs{};
+    std::array<std::array<MrRef, 4>, kMaxRecvs> refs{};
   };
   std::array<Held, kMaxRequests> held{};
 };
 struct MemoryRegion {
   void* data;
   size_t size;
-  MrCache* mrs = nullptr;  // verbs: the registration below belongs to this cache
-  MrRef ref{};
+  Caches mrs{};  // verbs: the registrations below belong to these caches, by slot
+  std::array<MrRef, 4> refs{};
 };
 
-MrCache* CacheForDevice(int dev) {
+bool Any(const Caches& c) { return c[0] != nullptr; }
+
+Caches CachesFor(int dev, int npaths) {
+  Caches out{};
 #if FF_WITH_VERBS
   PluginState& st = PluginState::Get();
-  if (st.verbs() && dev >= 0 && dev < st.device_count())
-    return st.verbs_devices()[static_cast<size_t>(dev)].rdma->mrs.get();
+  if (st.verbs() && dev >= 0 && dev < st.device_count()) {
+    const std::vector<int> slots = st.VerbsSlots(dev, npaths);
+    for (size_t k = 0; k < slots.size(); ++k) out[k] = st.verbs_devices()[static_cast<size_t>(slots[k])].rdma->mrs.get();
+  }
 #else
   (void)dev;
+  (void)npaths;
 #endif
-  return nullptr;
+  return out;
 }
 
-void ReleaseHeld(MrCache* mrs, RecvHandle::Held& h) {
+void ReleaseRefs(const Caches& mrs, std::array<MrRef, 4>& refs) {
 #if FF_WITH_VERBS
-  for (int i = 0; i < h.n; ++i)
-    if (h.refs[static_cast<size_t>(i)].id != 0) (void)mrs->Release(h.refs[static_cast<size_t>(i)]);
+  for (size_t k = 0; k < 4; ++k)
+    if (mrs[k] != nullptr && refs[k].id != 0) (void)mrs[k]->Release(refs[k]);
 #else
   (void)mrs;
 #endif
+  refs = {};
+}
+
+void ReleaseHeld(const Caches& mrs, RecvHandle::Held& h) {
+  for (int i = 0; i < h.n; ++i) ReleaseRefs(mrs, h.refs[static_cast<size_t>(i)]);
   h = RecvHandle::Held{};
 }
+
+#if FF_WITH_VERBS
+// One reference per slot's cache on [data, data + size); on failure none is kept.
+Status AcquireRefs(const Caches& mrs, void* data, size_t size, std::array<MrRef, 4>* refs) {
+  for (size_t k = 0; k < 4 && mrs[k] != nullptr; ++k) {
+    Status s = mrs[k]->Acquire(data, size, &(*refs)[k]);
+    if (!s.ok()) {
+      ReleaseRefs(mrs, *refs);
+      return s;
+    }
+  }
+  return Status::Ok();
+}
+#endif
 
 Request g_flush_done{RequestKind::kFlush, nullptr};
 
@@ -196,7 +224,7 @@ Status Connect(void* ctx, int dev, const ncclNetCommConfig_t* config, void* hand
   if (!s.ok() || !comm) return s;
   auto* h = new SendHandle;
   h->comm = std::move(comm);
-  h->mrs = CacheForDevice(dev);
+  h->mrs = CachesFor(dev, h->comm->path_count());
   h->comm->owner = h;
   *send_comm = h;
   return Status::Ok();
@@ -211,7 +239,7 @@ Status Accept(void* listen_comm, void** recv_comm) {
   if (!s.ok() || !comm) return s;
   auto* h = new RecvHandle;
   h->comm = std::move(comm);
-  h->mrs = CacheForDevice(lc->dev());
+  h->mrs = CachesFor(lc->dev(), h->comm->path_count());
   h->comm->owner = h;
   *recv_comm = h;
   return Status::Ok();
@@ -223,18 +251,18 @@ Status RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   if (type != NCCL_PTR_HOST)
     return InvalidArgument("regMr: memory type " + std::to_string(type) + " unsupported; accepted NCCL_PTR_HOST");
   // A send or a receive comm (NCCL registers on both); the magic says which.
-  MrCache* mrs = nullptr;
+  Caches mrs{};
   const uint32_t magic = *static_cast<const uint32_t*>(comm);
   if (magic == SendHandle::kMagic) mrs = static_cast<SendHandle*>(comm)->mrs;
   else if (magic == RecvHandle::kMagic) mrs = static_cast<RecvHandle*>(comm)->mrs;
   else return InvalidArgument("regMr: not a send or receive comm");
-  auto region = std::make_unique<MemoryRegion>(MemoryRegion{data, size, mrs, MrRef{}});
+  auto region = std::make_unique<MemoryRegion>(MemoryRegion{data, size, mrs, {}});
 #if FF_WITH_VERBS
-  // Verbs: pin and register now (NCCL calls this outside the data path); every later send of, or
-  // receive into, this buffer finds the registration in the device's cache.
-  if (mrs != nullptr && size > 0) {
+  // Verbs: pin and register now, on every port the connection uses (NCCL calls this outside the data
+  // path); every later send of, or receive into, this buffer finds the registration in the cache.
+  if (Any(mrs) && size > 0) {
     if (data == nullptr) return InvalidArgument("regMr: data is NULL with size " + std::to_string(size));
-    Status s = mrs->Acquire(data, size, &region->ref);
+    Status s = AcquireRefs(mrs, data, size, &region->refs);
     if (!s.ok()) return s;
   }
 #endif
@@ -245,13 +273,7 @@ Status RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
 Status DeregMr(void*, void* mhandle) {
   auto* region = static_cast<MemoryRegion*>(mhandle);
   if (region == nullptr) return Status::Ok();
-#if FF_WITH_VERBS
-  if (region->mrs != nullptr && region->ref.id != 0) {
-    Status s = region->mrs->Release(region->ref);
-    delete region;
-    return s;
-  }
-#endif
+  ReleaseRefs(region->mrs, region->refs);
   delete region;
   return Status::Ok();
 }
@@ -276,7 +298,7 @@ Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
   uint64_t s64[kMaxRecvs];
   for (int i = 0; i < n; ++i) s64[i] = sizes[i];
   RecvRequest* r = nullptr;
-  if (h->mrs == nullptr) {
+  if (!Any(h->mrs)) {
     Status s = h->comm->Irecv(n, data, s64, tags, &r);
     *request = r;
     return s;
@@ -293,15 +315,16 @@ Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
   if (slot == nullptr) return Status::Ok();  // every request slot in use: retry later, as the core would say
   RecvHandle::Held mine;
   mine.n = n;
-  uint32_t rkeys[kMaxRecvs] = {};
+  std::array<uint32_t, 4> rkeys[kMaxRecvs] = {};
   for (int i = 0; i < n; ++i) {
     if (sizes[i] == 0 || data[i] == nullptr) continue;
-    Status s = h->mrs->Acquire(data[i], sizes[i], &mine.refs[static_cast<size_t>(i)]);
+    auto& refs = mine.refs[static_cast<size_t>(i)];
+    Status s = AcquireRefs(h->mrs, data[i], sizes[i], &refs);
     if (!s.ok()) {
       ReleaseHeld(h->mrs, mine);
       return s;
     }
-    rkeys[i] = mine.refs[static_cast<size_t>(i)].handle.rkey;
+    for (size_t k = 0; k < 4; ++k) rkeys[i][k] = refs[k].handle.rkey;
   }
   Status s = h->comm->Irecv(n, data, s64, tags, &r, rkeys);
   if (!s.ok() || r == nullptr) {
@@ -351,7 +374,7 @@ Status Test(void* request, int* done, int* sizes) {
       if (s.ok() && *done) {
         // The request is complete (and already back in the pool): its buffers' registrations go.
         auto* h = static_cast<RecvHandle*>(comm->owner);
-        if (h != nullptr && h->mrs != nullptr)
+        if (h != nullptr && Any(h->mrs))
           for (auto& held : h->held)
             if (held.req == r) ReleaseHeld(h->mrs, held);
       }
@@ -380,9 +403,9 @@ Status CloseRecv(void* recv_comm) {
   if (h->magic != RecvHandle::kMagic) return InvalidArgument("closeRecv: not a receive comm");
   h->magic = 0;
   // The queue pairs go with the comm first, so no write can land once the registrations are released.
-  MrCache* mrs = h->mrs;
+  const Caches mrs = h->mrs;
   h->comm.reset();
-  if (mrs != nullptr)
+  if (Any(mrs))
     for (auto& held : h->held)
       if (held.req != nullptr) ReleaseHeld(mrs, held);
   delete h;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -188,6 +189,14 @@ Status PluginState::PrepareVerbsForThisProcess() {
 #else
   return InternalError("verbs devices without the verbs backend");
 #endif
+}
+
+std::vector<int> PluginState::VerbsSlots(int dev, int npaths) const {
+  const int n = static_cast<int>(verbs_devices_.size());
+  const int count = config_->spread_nics ? std::min({n, npaths, 4}) : 1;
+  std::vector<int> out;
+  for (int i = 0; i < count; ++i) out.push_back((dev + i) % n);
+  return out;
 }
 
 std::vector<int> PluginState::PathOrder(int dev) const {

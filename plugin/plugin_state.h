@@ -71,6 +71,11 @@ class PluginState {
   // inherited ones are left alone. Ok over TCP; an error when a device cannot be reopened.
   Status PrepareVerbsForThisProcess();
 
+  // Verbs: the ports a connection of `npaths` QPs from `dev` uses, in key-slot order: NCCL's port,
+  // then the next ones by index, cyclically (FLEXIFORCE_SPREAD_NICS=1; else only `dev`), at most 4
+  // (the descriptor's key slots). Path i sits on slot i % size. Both ends compute it alike.
+  std::vector<int> VerbsSlots(int dev, int npaths) const;
+
   // Local interfaces a connection from `dev` uses, the device's own first.
   std::vector<int> PathOrder(int dev) const;
 

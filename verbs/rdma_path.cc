@@ -181,11 +181,16 @@ RdmaEndpoint RdmaPath::local() const {
   e.psn = local_psn_;
   e.lid = dev_.lid;
   e.mtu = static_cast<uint8_t>(dev_.active_mtu);
+  e.key_slot = static_cast<uint8_t>(options_.key_slot);
   std::memcpy(e.gid.data(), dev_.gid.raw, e.gid.size());
   return e;
 }
 
 Status RdmaPath::Connect(const RdmaEndpoint& remote) {
+  if (remote.key_slot != 0xff) {
+    if (remote.key_slot >= 4) return InvalidArgument("peer endpoint names key slot " + std::to_string(remote.key_slot) + "; accepted 0 to 3");
+    options_.key_slot = remote.key_slot;
+  }
   RcQpParams p = options_.qp;
   p.remote_gid = remote.gid;
   p.remote_lid = remote.lid;

@@ -53,14 +53,17 @@ struct RdmaEndpoint {
   uint32_t psn = 0;
   uint16_t lid = 0;
   uint8_t mtu = 0;  // ibv_mtu of the sender's port: the path uses the smaller of the two
-  uint8_t reserved8 = 0;
+  // The receiving end's: which RecvDescriptor::keys slot holds its registrations on this path's
+  // device (a connection's QPs may sit on several ports, each with its own rkeys). 0xff: keep ours.
+  uint8_t key_slot = 0xff;
   uint32_t reserved = 0;
   std::array<uint8_t, 16> gid{};
 };
 static_assert(sizeof(RdmaEndpoint) == 32, "RdmaEndpoint is exchanged as bytes");
 
 struct RdmaPathOptions {
-  int key_slot = 0;  // which RecvDescriptor::keys entry holds this device's remote key
+  int key_slot = 0;  // which RecvDescriptor::keys entry holds this device's remote key (the peer's
+                     // endpoint may name another: see RdmaEndpoint::key_slot)
   RcQpParams qp;     // retry, MTU cap, steering; port, GID and the peer are filled in by the path
 };
 

@@ -18,14 +18,16 @@ export FLEXIFORCE_PATH_STALL_MS="${FLEXIFORCE_PATH_STALL_MS:-2000}"
 rx_before=$(counter va0 rx_packets)
 out="$(mktemp)"
 start=$(date +%s.%N)
-rc=0
+set +e
 timeout 400 "$bin" --ranks 4 --launch-local --backend plugin --dev-cycle 2 --coll all \
-  --min-bytes 4 --max-bytes "$max" --step-bytes 64K --iters 2 --warmup 1 --timeout-s 300 2>&1 | tee "$out" || true
+  --min-bytes 4 --max-bytes "$max" --step-bytes 64K --iters 2 --warmup 1 --timeout-s 300 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
+set -e
 secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 rx_after=$(counter va0 rx_packets)
 echo "RESULT collective_verbs exit=$rc seconds=$secs va0_rx_packets=$((rx_after - rx_before))"
 [ "$rc" -eq 0 ] || fail "ff-collective over verbs exited $rc"
+grep -q "all checks passed" "$out" || fail "ff-collective did not confirm exact results"
 grep -q "(rxe_a0, " "$out" || fail "rank 0 did not report rxe_a0 as its plugin device"
 # Ranks 1 and 3 sit on rxe_b0: their ring steps to and from rxe_a0 cross the veth as RoCE packets.
 [ $((rx_after - rx_before)) -gt 1000 ] || fail "va0 saw only $((rx_after - rx_before)) packets: the traffic did not cross the veth"

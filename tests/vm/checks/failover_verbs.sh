@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# VM lane check (in the VM): a port going down under a running job, over verbs. Two ranks, each with
+# two ports (rank 0 rxe_a0 + rxe_a1, rank 1 rxe_b0 + rxe_b1: --dev-cycle 4 --dev-step 2), one QP per
+# port and direction (FLEXIFORCE_PATHS=2). AllReduce 1-4 MiB, every iteration checked exactly, while
+# `ip link set va0 down` takes rxe_a0's port away 3 s in. The job must finish with exact results on
+# the other port, the plugin must log the failed QP, and va1 must carry traffic after the cut.
+# Prints the plugin's failover lines (cause, detection time) for the timeline.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+bin="${FF_BUILD_DIR:-build}/bin/ff-collective"
+[ -x "$bin" ] || { echo "SKIP: $bin not built (cmake --build build --target ff-collective)"; exit 77; }
+
+"$fixture" up 2
+export FLEXIFORCE_TRANSPORT=verbs FLEXIFORCE_PATHS=2 NCCL_SOCKET_IFNAME="=va0,=vb0" FLEXIFORCE_STATS=0
+# TCG: a healthy QP can go 100+ ms without a completion (see tests/vm/README.md).
+export FLEXIFORCE_PATH_STALL_MS="${FLEXIFORCE_PATH_STALL_MS:-500}"
+out="$(mktemp)"
+# The cut comes once the job runs (its first result row: connections up, one size done), plus 0.5 s.
+(
+  for ((i = 0; i < 1200; i++)); do grep -q '^ *allreduce' "$out" 2>/dev/null && break; sleep 0.1; done
+  sleep 0.5
+  ip link set va0 down
+  echo "CUT va0 down at $(date +%s.%N)"
+) &
+cutter=$!
+tx1_before=$(counter va1 tx_packets)
+set +e
+timeout 400 "$bin" --ranks 2 --launch-local --backend plugin --dev-cycle 4 --dev-step 2 --coll allreduce \
+  --min-bytes 1M --max-bytes 4M --step-bytes 512K --iters "${FF_FAILOVER_ITERS:-20}" --warmup 1 --timeout-s 300 \
+  2>&1 | tee "$out"
+rc=${PIPESTATUS[0]}
+set -e
+wait "$cutter" || true
+tx1_after=$(counter va1 tx_packets)
+ip link set va0 up
+echo "RESULT failover_verbs exit=$rc va1_tx_packets=$((tx1_after - tx1_before))"
+[ "$rc" -eq 0 ] || fail "the job did not survive rxe_a0's port going down (exit $rc)"
+grep -q "all checks passed" "$out" || fail "no exact-result confirmation"
+grep -Eq "is down|failover" "$out" || fail "the plugin logged no failed QP: did the cut hit the job?"
+grep -E "is down|failover" "$out" | sed 's/^/TIMELINE /'
+rm -f "$out"
+"$fixture" down
+pass "port down over verbs: the job finished exactly on the other port"
