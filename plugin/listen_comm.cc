@@ -107,17 +107,18 @@ void ListenComm::Admit(PendingHello& p, uint64_t now) {
     return;
   }
   const HelloFrame hf = AsHello(hh);
+  // The key depends on the connection's nonce; the MAC proves the sender holds the handle's secret.
+  const ConnectionKey key = DeriveConnectionKey(secret_, hf.conn_id, p.hello.auth.nonce);
+  if (!VerifyHelloMac(key, p.hello) || p.hello.auth.counter != 0) {
+    Reject(p, "hello not signed with this listen handle's secret: not a peer this handle was given to");
+    return;
+  }
+  // Only an authentic peer learns that its transport differs (the flag is under the MAC).
   const bool peer_verbs = (hh.flags & kHelloFlagVerbs) != 0;
   if (peer_verbs != verbs_) {
     Reject(p, std::string("the peer carries this connection over ") + (peer_verbs ? "RDMA verbs" : "TCP") +
                   ", this process over " + (verbs_ ? "RDMA verbs" : "TCP") +
                   ": set the same FLEXIFORCE_TRANSPORT on every rank (accepted: auto, verbs or tcp)");
-    return;
-  }
-  // The key depends on the connection's nonce; the MAC proves the sender holds the handle's secret.
-  const ConnectionKey key = DeriveConnectionKey(secret_, hf.conn_id, p.hello.auth.nonce);
-  if (!VerifyHelloMac(key, p.hello) || p.hello.auth.counter != 0) {
-    Reject(p, "hello not signed with this listen handle's secret: not a peer this handle was given to");
     return;
   }
   const int npaths = static_cast<int>(std::min<uint64_t>(hf.path_count, 1024));

@@ -305,14 +305,19 @@ Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
   }
 #if FF_WITH_VERBS
   // Verbs: the sender writes into these buffers itself, so each needs its address and remote key
-  // published; the request holds a reference on each buffer's registration until it completes.
+  // published; the request holds a reference on each buffer's registration until it completes. (A
+  // retry-later answer releases them again: a hit in the cache for buffers regMr registered, as
+  // NCCL's are; a registration each time for buffers nobody registered.)
   RecvHandle::Held* slot = nullptr;
   for (auto& held : h->held)
     if (held.req == nullptr) {
       slot = &held;
       break;
     }
-  if (slot == nullptr) return Status::Ok();  // every request slot in use: retry later, as the core would say
+  if (slot == nullptr) {  // every request slot in use: retry later, as the core would say
+    *request = nullptr;
+    return Status::Ok();
+  }
   RecvHandle::Held mine;
   mine.n = n;
   std::array<uint32_t, 4> rkeys[kMaxRecvs] = {};
