@@ -30,7 +30,8 @@ const std::vector<KnobSpec> kSpecs = {
      "messages smaller than this travel on one path instead of being striped"},
     {"FLEXIFORCE_SPREAD_NICS", KnobType::kBool, "1", 0, 1,
      "spread a communicator's paths over every selected local and remote interface (1) or keep them on "
-     "the device's own interface (0)"},
+     "the device's own interface (0); over verbs: QP i on NCCL's port or the next ones by index, cyclically, "
+     "at most 4 ports (1), or every QP on NCCL's port (0)"},
     {"FLEXIFORCE_SOCKET_BUFFER", KnobType::kBytes, "0", 0, 1 * kGiB,
      "SO_SNDBUF/SO_RCVBUF per path; 0 keeps the kernel's autotuning"},
     {"FLEXIFORCE_CONNECT_TIMEOUT_MS", KnobType::kInt, "30000", 100, 3600000,
