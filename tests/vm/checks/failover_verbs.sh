@@ -5,6 +5,8 @@
 # `ip link set va0 down` takes rxe_a0's port away 3 s in. The job must finish with exact results on
 # the other port, the plugin must log the failed QP, and va1 must carry traffic after the cut.
 # Prints the plugin's failover lines (cause, detection time) for the timeline.
+# FF_FAULT=drop makes the cut silent instead: an nftables rule drops every RoCE packet leaving va0
+# (no carrier event; the QP's retries or the plugin's stall rule, whichever comes first, decide).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -16,6 +18,8 @@ export FLEXIFORCE_TRANSPORT=verbs FLEXIFORCE_PATHS=2 NCCL_SOCKET_IFNAME="=va0,=v
 # TCG: a healthy QP can go 100+ ms without a completion (see tests/vm/README.md).
 export FLEXIFORCE_PATH_STALL_MS="${FLEXIFORCE_PATH_STALL_MS:-500}"
 trials="${FF_FAILOVER_TRIALS:-1}"
+fault="${FF_FAULT:-down}"
+case "$fault" in down|drop) ;; *) fail "FF_FAULT=$fault; accepted: down (ip link set va0 down) or drop (nftables)" ;; esac
 all="$(mktemp)"
 for ((t = 1; t <= trials; t++)); do
   out="$(mktemp)"
@@ -23,13 +27,24 @@ for ((t = 1; t <= trials; t++)); do
   (
     for ((i = 0; i < 1200; i++)); do grep -q '^ *allreduce' "$out" 2>/dev/null && break; sleep 0.1; done
     sleep 0.5
-    ip link set va0 down
+    if [ "$fault" = drop ]; then
+      nft -f - <<'NFT'
+table inet ff_vm_drop {
+  chain out {
+    type filter hook output priority 0; policy accept;
+    oifname "va0" udp dport 4791 counter drop
+  }
+}
+NFT
+    else
+      ip link set va0 down
+    fi
   ) &
   cutter=$!
   tx1_before=$(counter va1 tx_packets)
   set +e
   timeout 400 "$bin" --ranks 2 --launch-local --backend plugin --dev-cycle 4 --dev-step 2 --coll allreduce \
-    --min-bytes 1M --max-bytes 4M --step-bytes 512K --iters "${FF_FAILOVER_ITERS:-20}" --warmup 1 --timeout-s 300 \
+    --min-bytes 1M --max-bytes 4M --step-bytes 512K --iters "${FF_FAILOVER_ITERS:-20}" --warmup 1 --timeout-s "${FF_FAILOVER_TIMEOUT_S:-300}" \
     >"$out" 2>&1
   rc=$?
   set -e
@@ -37,6 +52,7 @@ for ((t = 1; t <= trials; t++)); do
   tx1_after=$(counter va1 tx_packets)
   ip link set va0 up
   ip link set vb0 up
+  nft delete table inet ff_vm_drop 2>/dev/null || true
   # rxe's port follows its netdev back to ACTIVE; the next trial's init needs it.
   for ((i = 0; i < 100; i++)); do grep -q ACTIVE /sys/class/infiniband/rxe_a0/ports/1/state && break; sleep 0.1; done
   [ "$trials" -gt 1 ] || cat "$out"
