@@ -72,6 +72,8 @@ class Comm : public FrameSink {
   int alive_paths() const;
   int usable_paths() const;  // alive and not draining: what new chunks may use
   const std::string& peer() const { return peer_; }
+  // The wiring's object that holds this communicator (the plugin's handle); the core never reads it.
+  void* owner = nullptr;
 
  protected:
   // Records the first fatal error and logs it once.

@@ -64,7 +64,8 @@ bool RecvComm::AdoptRejoins() {
   return true;
 }
 
-Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out) {
+Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out,
+                       const std::array<uint32_t, 4>* rkeys) {
   *out = nullptr;
   if (!error_.ok()) return error_;
   if (n < 1 || n > kMaxRecvs)
@@ -92,6 +93,7 @@ Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const in
     e.data = static_cast<char*>(data[i]);
     e.capacity = sizes[i];
     e.tag = tags[i];
+    if (rkeys != nullptr) e.rkeys = rkeys[i];
   }
   active_[active_count_++] = r;
   *out = r;
@@ -423,6 +425,10 @@ bool RecvComm::SendAck(bool all_paths, bool republish) {
       d.tag = e.tag;
       d.group_n = static_cast<uint16_t>(r.n);
       d.group_idx = static_cast<uint16_t>(k);
+      if (e.rkeys != std::array<uint32_t, 4>{}) {
+        d.addr = reinterpret_cast<uint64_t>(e.data);
+        for (size_t j = 0; j < 4; ++j) d.keys[j] = e.rkeys[j];
+      }
     }
   }
   std::sort(desc, desc + nd, [](const RecvDescriptor& a, const RecvDescriptor& b) { return a.seq < b.seq; });

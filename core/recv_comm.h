@@ -14,7 +14,11 @@ class RecvComm final : public Comm {
   RecvComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& opts, std::string peer);
 
   // Posts n buffers (a grouped receive); *out is nullptr (retry later) when paused or full.
-  Status Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out);
+  // `rkeys` (may be null): each buffer's RDMA remote keys, one per device slot of the connection; a
+  // buffer with a non-zero key has its address and keys published in its descriptor, where an RDMA
+  // path writes the message.
+  Status Irecv(int n, void* const* data, const uint64_t* sizes, const int* tags, RecvRequest** out,
+               const std::array<uint32_t, 4>* rkeys = nullptr);
   // Progresses and reports completion with the real message sizes; releases the request when done.
   Status Test(RecvRequest* r, int* done, uint64_t* sizes);
   Status Progress() override;

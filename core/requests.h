@@ -67,6 +67,8 @@ struct RecvEntry {
   uint64_t received = 0;
   bool done = false;
   uint16_t collective = 0xffff;  // from the sender's frame header
+  // RDMA: the buffer's remote key per device slot (published with its address); all 0 on a stream.
+  std::array<uint32_t, 4> rkeys{};
   std::array<uint64_t, kChunkBitmapBits / 64> chunks_seen{};  // duplicates after a re-send are dropped
 };
 

@@ -65,6 +65,9 @@ constexpr uint64_t kMaxUnsolicitedMsgs = 32;
 constexpr uint64_t kMaxUnsolicitedBytes = 256u << 10;
 // Hello flag: this path replaces path `path_index` of the existing connection (failback).
 constexpr uint16_t kHelloFlagRejoin = 1;
+// Hello flag: the sender carries this connection over RDMA verbs; its 32-byte queue-pair endpoint
+// follows the hello on the bootstrap stream (plugin/verbs_setup.h). A listener of the other transport refuses it.
+constexpr uint16_t kHelloFlagVerbs = 2;
 
 enum class AbortReason : int32_t { kMessageTooLarge = 1, kProtocolError = 2 };
 

@@ -13,7 +13,7 @@ namespace ff {
 namespace {
 
 const char* TypeName(KnobType t) {
-  static const char* kTypes[] = {"int", "bytes", "bool", "string"};
+  static const char* kTypes[] = {"int", "bytes", "bool", "string", "choice"};
   return kTypes[static_cast<int>(t)];
 }
 
@@ -68,6 +68,9 @@ void PrintMarkdown() {
         break;
       case KnobType::kString:
         range = "text";
+        break;
+      case KnobType::kChoice:
+        range = ConfigRegistry::ChoiceWords(s);
         break;
     }
     std::printf("| `%s` | %s | %s | %s | %s |\n", s.name, TypeName(s.type), Code(s.default_value).c_str(),

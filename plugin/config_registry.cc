@@ -30,7 +30,8 @@ const std::vector<KnobSpec> kSpecs = {
      "messages smaller than this travel on one path instead of being striped"},
     {"FLEXIFORCE_SPREAD_NICS", KnobType::kBool, "1", 0, 1,
      "spread a communicator's paths over every selected local and remote interface (1) or keep them on "
-     "the device's own interface (0)"},
+     "the device's own interface (0); over verbs: QP i on NCCL's port or the next ones by index, cyclically, "
+     "at most 4 ports (1), or every QP on NCCL's port (0)"},
     {"FLEXIFORCE_SOCKET_BUFFER", KnobType::kBytes, "0", 0, 1 * kGiB,
      "SO_SNDBUF/SO_RCVBUF per path; 0 keeps the kernel's autotuning"},
     {"FLEXIFORCE_CONNECT_TIMEOUT_MS", KnobType::kInt, "30000", 100, 3600000,
@@ -81,7 +82,8 @@ const std::vector<KnobSpec> kSpecs = {
      "read NIC error, FEC, RDMA and PCIe link counters (sysfs, ethtool netlink) and drain paths whose "
      "local NIC degrades (debounced: 3 detections within 500 ms)"},
     {"FLEXIFORCE_SYSFS_ROOT", KnobType::kString, "", 0, 0,
-     "prefix for /sys when reading NIC health counters (tests point it at a fixture tree)"},
+     "prefix for /sys when reading NIC health counters and discovering RDMA ports (tests point it at a fixture "
+     "tree)"},
     {"FLEXIFORCE_QUEUED_CHUNKS", KnobType::kInt, "2", 1, 64,
      "chunks queued per path ahead of the socket; more hides latency, fewer balances paths better"},
     {"FLEXIFORCE_TRAFFIC_CLASS", KnobType::kInt, "-1", -1, 255,
@@ -102,6 +104,16 @@ const std::vector<KnobSpec> kSpecs = {
      "directory of the statistics file flexiforce-stats-<pid>"},
     {"FLEXIFORCE_TOPOLOGY", KnobType::kString, "", 0, 0,
      "fabric topology JSON for the path oracle; empty: derive a graph from the interfaces"},
+    {"FLEXIFORCE_TRANSPORT", KnobType::kChoice, "auto", 0, 0,
+     "the transport: auto = RDMA verbs when libibverbs loads and an ACTIVE port passes NCCL_IB_HCA, else TCP; "
+     "verbs = RDMA only (init fails, naming the reason, when there is none); tcp = TCP only. The choice is logged "
+     "once at init",
+     "auto|verbs|tcp"},
+    {"FLEXIFORCE_IBVERBS_LIBRARY", KnobType::kString, "", 0, 0,
+     "the verbs library the plugin opens with dlopen (empty: libibverbs.so.1); tests point it at a fake"},
+    {"NCCL_IB_HCA", KnobType::kString, "", 0, 0,
+     "NCCL's RDMA device selection (verbs transport): mlx5_0:1,mlx5_1 - prefixes, '^' excludes, '=' matches "
+     "exactly, ':N' picks a port"},
     {"NCCL_SOCKET_IFNAME", KnobType::kString, "", 0, 0,
      "NCCL's interface selection: comma-separated prefixes, '^' excludes, '=' matches exactly"},
     {"NCCL_SOCKET_FAMILY", KnobType::kString, "", 0, 0, "AF_INET or AF_INET6 to restrict the address family"},
@@ -175,12 +187,41 @@ bool ParseBytes(const std::string& text, int64_t* out) {
 
 const std::vector<KnobSpec>& ConfigRegistry::Specs() { return kSpecs; }
 
+std::string ConfigRegistry::ChoiceWords(const KnobSpec& spec) {
+  std::vector<std::string> w;
+  const std::string words = spec.choices ? spec.choices : "";
+  for (size_t at = 0; at < words.size();) {
+    size_t bar = words.find('|', at);
+    if (bar == std::string::npos) bar = words.size();
+    w.push_back(words.substr(at, bar - at));
+    at = bar + 1;
+  }
+  std::string out;
+  for (size_t i = 0; i < w.size(); ++i) out += (i == 0 ? "" : i + 1 == w.size() ? " or " : ", ") + w[i];
+  return out;
+}
+
 bool ConfigRegistry::ParseValue(const KnobSpec& spec, const std::string& text, int64_t* number,
                                 std::string* error) {
   switch (spec.type) {
     case KnobType::kString:
       *number = 0;
       return true;
+    case KnobType::kChoice: {
+      const std::string words = spec.choices ? spec.choices : "";
+      int64_t index = 0;
+      for (size_t at = 0; at <= words.size(); ++index) {
+        size_t bar = words.find('|', at);
+        if (bar == std::string::npos) bar = words.size();
+        if (words.compare(at, bar - at, text) == 0 && bar > at) {
+          *number = index;
+          return true;
+        }
+        at = bar + 1;
+      }
+      *error = std::string(spec.name) + "='" + text + "' is not valid; accepted: " + ChoiceWords(spec);
+      return false;
+    }
     case KnobType::kBool:
       if (text == "0" || text == "1") {
         *number = text == "1";
@@ -280,6 +321,9 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.stats_dir = str("FLEXIFORCE_STATS_DIR");
   c.socket_ifname = str("NCCL_SOCKET_IFNAME");
   c.socket_family = str("NCCL_SOCKET_FAMILY");
+  c.transport = str("FLEXIFORCE_TRANSPORT");
+  c.ib_hca = str("NCCL_IB_HCA");
+  c.ibverbs_library = str("FLEXIFORCE_IBVERBS_LIBRARY");
   return c;
 }
 

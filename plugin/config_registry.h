@@ -10,7 +10,7 @@
 
 namespace ff {
 
-enum class KnobType { kInt, kBytes, kBool, kString };
+enum class KnobType { kInt, kBytes, kBool, kString, kChoice };
 
 struct KnobSpec {
   const char* name;
@@ -19,6 +19,7 @@ struct KnobSpec {
   int64_t min;  // inclusive bounds for numeric knobs
   int64_t max;
   const char* doc;
+  const char* choices = nullptr;  // kChoice: the accepted words, '|'-separated; number = the word's index
 };
 
 // A knob's resolved value and where it came from.
@@ -64,6 +65,9 @@ struct Config {
   std::string stats_dir;
   std::string socket_ifname;  // NCCL_SOCKET_IFNAME
   std::string socket_family;  // NCCL_SOCKET_FAMILY
+  std::string transport;      // FLEXIFORCE_TRANSPORT: "auto", "verbs" or "tcp"
+  std::string ib_hca;         // NCCL_IB_HCA
+  std::string ibverbs_library;  // FLEXIFORCE_IBVERBS_LIBRARY; empty: libibverbs.so.1
 };
 
 // A variable the training job sets about itself (AI_*): parsed by sla/'s parsers, not by the knob table.
@@ -101,6 +105,8 @@ class ConfigRegistry {
 
   // Parses one value the way Resolve does; returns false with `error` set when invalid.
   static bool ParseValue(const KnobSpec& spec, const std::string& text, int64_t* number, std::string* error);
+  // A kChoice knob's accepted words in prose: "auto, verbs or tcp".
+  static std::string ChoiceWords(const KnobSpec& spec);
 
   // The job-facing variables AI_SLA_LATENCY, AI_TASK_ID (with its launcher fallbacks) and AI_FLEXIFORCE_ENABLE.
   static const std::vector<JobVariableSpec>& JobSpecs();

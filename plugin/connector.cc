@@ -24,6 +24,10 @@
 #include "plugin/plugin_state.h"
 #include "tcp/interfaces.h"
 #include "tcp/tcp_stream.h"
+#if FF_WITH_VERBS
+#include "plugin/verbs_setup.h"
+#include "verbs/qp_attrs.h"
+#endif
 
 namespace ff {
 namespace {
@@ -34,9 +38,12 @@ struct PathAttempt {
   sockaddr_storage remote{};
   uint16_t sport_lo = 0;
   uint16_t sport_hi = 0;
-  enum class Stage { kConnecting, kHello, kDone, kAbsent } stage = Stage::kConnecting;
+  enum class Stage { kConnecting, kHello, kVerbs, kDone, kAbsent } stage = Stage::kConnecting;
   HelloWire hello{};
   uint32_t sent = 0;
+#if FF_WITH_VERBS
+  std::unique_ptr<VerbsPathSetup> verbs;  // verbs: the QP brought up over this stream after the hello
+#endif
 };
 
 struct PendingConnect {
@@ -239,14 +246,15 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   PluginState& st = PluginState::Get();
   const Config& cfg = st.config();
   if (handle == nullptr) return InvalidArgument("connect handle is NULL");
-  if (dev < 0 || dev >= static_cast<int>(st.devices().size()))
+  if (dev < 0 || dev >= st.device_count())
     return InvalidArgument("connect on device " + std::to_string(dev) + "; accepted 0 to " +
-                           std::to_string(st.devices().size() - 1));
+                           std::to_string(st.device_count() - 1));
   ExpireAbandonedConnects();
   ClaimedConnect claim;
   if (Status cs = claim.Claim(handle); !cs.ok()) return cs;
   PendingConnect* pc = claim.get();
   if (pc == nullptr) {
+    if (Status s = st.PrepareVerbsForThisProcess(); !s.ok()) return s;
     auto fresh = std::make_unique<PendingConnect>();
     Status ds = DecodeHandle(handle, &fresh->handle);
     if (!ds.ok()) return ds;
@@ -265,15 +273,37 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     fresh->tos = tcd.tos;
     fresh->ctx = ctx;
     const int npaths = cfg.paths_per_connection;
-    fresh->plan = PlanPaths(dev, fresh->handle, npaths, task);
+    if (st.verbs()) {
+      // One RC queue pair per path on the device NCCL chose, each with its own flow label (the RoCE v2
+      // UDP source port, so ECMP spreads them); each is set up over a TCP stream from the device's
+      // bootstrap interface to the listener's handle address.
+      const VerbsDevice& vd = st.verbs_devices()[static_cast<size_t>(dev)];
+      sockaddr_storage local = st.devices()[static_cast<size_t>(vd.bootstrap)].addr;
+      if (local.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&local)->sin_port = 0;
+      else reinterpret_cast<sockaddr_in6*>(&local)->sin6_port = 0;
+      fresh->plan = PathPlan{};
+      for (int i = 0; i < npaths; ++i) fresh->plan.paths.push_back(PlannedPath{local, fresh->handle.addrs[0], 0, 0});
+      fresh->plan.path_name = vd.name + ":" + std::to_string(vd.port) + " -> " + tcp::PeerToString(fresh->handle.addrs[0]);
+      std::string ports;
+      for (int s : st.VerbsSlots(dev, npaths)) {
+        const VerbsDevice& sd = st.verbs_devices()[static_cast<size_t>(s)];
+        ports += (ports.empty() ? "" : ", ") + sd.name + ":" + std::to_string(sd.port);
+      }
+      fresh->plan.summary = std::to_string(npaths) + " RC QP(s) on " + ports + " (handshake over " +
+                            st.devices()[static_cast<size_t>(vd.bootstrap)].name + ")";
+    } else {
+      fresh->plan = PlanPaths(dev, fresh->handle, npaths, task);
+    }
     sla::PacingInputs pin;
     pin.steer = task.steer;
     pin.level = task.level;
     pin.level3_cap_pct = cfg.level3_cap_pct;
-    pin.link_mbps = cfg.link_speed_mbps > 0 ? cfg.link_speed_mbps : st.devices()[static_cast<size_t>(dev)].speed_mbps;
+    pin.link_mbps = cfg.link_speed_mbps > 0 ? cfg.link_speed_mbps
+                    : st.verbs()           ? st.verbs_devices()[static_cast<size_t>(dev)].speed_mbps
+                                           : st.devices()[static_cast<size_t>(dev)].speed_mbps;
     pin.npaths = npaths;
     const sla::PacingDecision pace = sla::DecidePacing(pin);
-    fresh->pacing_bytes_per_s = pace.path_bytes_per_s;
+    fresh->pacing_bytes_per_s = st.verbs() ? 0 : pace.path_bytes_per_s;  // TCP pacing (SO_MAX_PACING_RATE) only
     FF_INFO(NCCL_NET, "connect to %s: task %s %s, TOS %d (%s), pacing %s (%.0f Mbit/s per connection); paths: %s",
             tcp::PeerToString(fresh->handle.addrs[0]).c_str(), task.decl.task.id.c_str(), sla::SlaLevelName(task.level),
             tcd.tos, sla::TrafficClassSourceName(tcd.source), pace.reason, pace.connection_bytes_per_s * 8 / 1e6,
@@ -292,7 +322,23 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       a.sport_lo = fresh->plan.paths[i].sport_lo;
       a.sport_hi = fresh->plan.paths[i].sport_hi;
       a.hello = MakeSignedHello(fresh->key, fresh->conn_id, fresh->conn_nonce, npaths, i,
-                                static_cast<uint64_t>(cfg.chunk_bytes), task.sla_us);
+                                static_cast<uint64_t>(cfg.chunk_bytes), task.sla_us,
+                                st.verbs() ? kHelloFlagVerbs : uint16_t{0});
+#if FF_WITH_VERBS
+      if (st.verbs()) {
+        verbs::RdmaPathOptions ro;
+        // Distinct flow labels per path and connection: the label becomes the RoCE v2 source port.
+        const uint16_t sport = static_cast<uint16_t>(0xC000 | ((fresh->conn_id >> 8) + static_cast<uint64_t>(i) * 0x1111) % 0x4000);
+        if (Status fs = verbs::FlowLabelForUdpSourcePort(sport, &ro.qp.flow_label); !fs.ok()) return fs;
+        ro.qp.dscp = tcd.tos >= 0 ? static_cast<uint8_t>((tcd.tos >> 2) & 0x3f) : 0;
+        const std::vector<int> slots = st.VerbsSlots(dev, npaths);
+        const int pdev = slots[static_cast<size_t>(i) % slots.size()];
+        ro.key_slot = static_cast<int>(static_cast<size_t>(i) % slots.size());
+        Status vs = VerbsPathSetup::Create(VerbsPathSetup::Role::kConnector, i,
+                                           *st.verbs_devices()[static_cast<size_t>(pdev)].rdma, ro, &a.verbs);
+        if (!vs.ok()) return vs;
+      }
+#endif
       Status s = StartPath(a);
       if (!s.ok()) return s;
       fresh->paths.push_back(std::move(a));
@@ -361,8 +407,26 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
         return s;
       }
       a.sent += static_cast<uint32_t>(w);
-      if (a.sent == sizeof(HelloWire)) a.stage = PathAttempt::Stage::kDone;
+      if (a.sent == sizeof(HelloWire)) a.stage = st.verbs() ? PathAttempt::Stage::kVerbs : PathAttempt::Stage::kDone;
     }
+#if FF_WITH_VERBS
+    if (a.stage == PathAttempt::Stage::kVerbs) {
+      bool done = false;
+      Status vs = a.verbs->Step(a.socket.fd(), &done);
+      if (!vs.ok()) {
+        Status s = RemoteError("RDMA setup with " + tcp::PeerToString(a.remote) + ": " + vs.message());
+        claim.Finish(handle);
+        return s;
+      }
+      if (!done && std::chrono::steady_clock::now() > pc->deadline) {
+        Status s = RemoteError("RDMA setup with " + tcp::PeerToString(a.remote) + " timed out after " +
+                               std::to_string(cfg.connect_timeout_ms) + " ms (FLEXIFORCE_CONNECT_TIMEOUT_MS)");
+        claim.Finish(handle);
+        return s;
+      }
+      if (done) a.stage = PathAttempt::Stage::kDone;
+    }
+#endif
     if (a.stage == PathAttempt::Stage::kDone && pc->first_done == std::chrono::steady_clock::time_point{})
       pc->first_done = now;
     all_done &= a.stage == PathAttempt::Stage::kDone || a.stage == PathAttempt::Stage::kAbsent;
@@ -382,6 +446,12 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       paths.back()->MarkDead();
       continue;
     }
+#if FF_WITH_VERBS
+    if (a.verbs) {
+      paths.push_back(a.verbs->TakePath(a.socket.release()));  // the stream now tells of the peer's exit
+      continue;
+    }
+#endif
     std::string desc = tcp::AddressToString(a.local) + ":" + std::to_string(tcp::LocalPort(a.socket.fd())) + "->" +
                        tcp::PeerToString(a.remote);
     paths.push_back(
@@ -411,7 +481,22 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   opts.eager_bytes = static_cast<uint64_t>(cfg.eager_bytes);
   opts.eager_ring_bytes = static_cast<uint64_t>(cfg.eager_ring_bytes);
   opts.nic_watch = st.nic_watch();
-  if (cfg.failback_ms > 0) {
+  if (st.verbs()) {
+    // Eager sends would post from the retransmit ring, registering and deregistering pieces of it per
+    // chunk; over verbs every send completes on its acknowledgement. Failback needs a verbs
+    // reconnector (a new QP pair), not there yet: a failed QP stays down, the others carry on.
+    opts.eager_bytes = 0;
+    opts.failback_ms = 0;
+    // A completed RDMA write is in the peer's memory (RC), so the "peer holds every byte but never
+    // acknowledges" re-send has nothing to recover - and a re-sent write would land in a buffer the
+    // receiver may have completed and NCCL reused.
+    opts.resend_timeout_ms = 0;
+    // No hedging either: a hedged path is drained but kept open, and its late writes could land in a
+    // buffer the re-sent copies let the receiver complete. Over verbs a silent path is fenced (QP to
+    // ERR, flushed) by the absolute rule, FLEXIFORCE_PATH_STALL_MS, before its chunks go elsewhere.
+    opts.path_stall_fast_ms = 0;
+  }
+  if (cfg.failback_ms > 0 && !st.verbs()) {
     tcp::PathSocketOptions so;
     so.tos = pc->tos;
     so.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);

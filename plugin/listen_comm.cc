@@ -6,6 +6,7 @@
 
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -21,6 +22,9 @@
 #include "core/task_profile.h"
 #include "tcp/interfaces.h"
 #include "tcp/tcp_stream.h"
+#if FF_WITH_VERBS
+#include "plugin/verbs_setup.h"
+#endif
 
 namespace ff {
 namespace {
@@ -41,23 +45,29 @@ std::string ReceivedName(int fd) {
 
 Status ListenComm::Create(NetContext* ctx, int dev, void* handle, std::unique_ptr<ListenComm>* out) {
   PluginState& st = PluginState::Get();
-  if (dev < 0 || dev >= static_cast<int>(st.devices().size()))
+  if (dev < 0 || dev >= st.device_count())
     return InvalidArgument("listen on device " + std::to_string(dev) + "; accepted 0 to " +
-                           std::to_string(st.devices().size() - 1));
+                           std::to_string(st.device_count() - 1));
   if (handle == nullptr) return InvalidArgument("listen handle buffer is NULL");
+  if (Status s = st.PrepareVerbsForThisProcess(); !s.ok()) return s;
   auto lc = std::make_unique<ListenComm>();
   lc->ctx_ = ctx;
+  lc->dev_ = dev;
+  lc->verbs_ = st.verbs();
   if (getrandom(lc->secret_.data(), lc->secret_.size(), 0) != static_cast<ssize_t>(lc->secret_.size()))
     return SystemError(ErrnoMessage("getrandom", errno));
   ListenHandle h;
   h.secret = lc->secret_;
-  for (int d : st.PathOrder(dev)) {
+  // Verbs: one listener, on the RDMA device's bootstrap interface; the QPs are set up over it.
+  const std::vector<int> order =
+      st.verbs() ? std::vector<int>{st.verbs_devices()[static_cast<size_t>(dev)].bootstrap} : st.PathOrder(dev);
+  for (int d : order) {
     if (h.addrs.size() == kMaxHandleAddrs) break;
     tcp::Socket s;
     uint16_t port = 0;
     Status ls = tcp::Listen(st.devices()[d].addr, &s, &port);
     if (!ls.ok()) {
-      if (d == dev) return ls;
+      if (d == order[0]) return ls;
       FF_WARN("cannot listen on %s: %s", st.devices()[d].name.c_str(), ls.message().c_str());
       continue;
     }
@@ -74,6 +84,8 @@ Status ListenComm::Create(NetContext* ctx, int dev, void* handle, std::unique_pt
   *out = std::move(lc);
   return Status::Ok();
 }
+
+ListenComm::~ListenComm() = default;
 
 void ListenComm::Reject(PendingHello& p, const std::string& why) {
   ++rejected_;
@@ -99,6 +111,14 @@ void ListenComm::Admit(PendingHello& p, uint64_t now) {
   const ConnectionKey key = DeriveConnectionKey(secret_, hf.conn_id, p.hello.auth.nonce);
   if (!VerifyHelloMac(key, p.hello) || p.hello.auth.counter != 0) {
     Reject(p, "hello not signed with this listen handle's secret: not a peer this handle was given to");
+    return;
+  }
+  // Only an authentic peer learns that its transport differs (the flag is under the MAC).
+  const bool peer_verbs = (hh.flags & kHelloFlagVerbs) != 0;
+  if (peer_verbs != verbs_) {
+    Reject(p, std::string("the peer carries this connection over ") + (peer_verbs ? "RDMA verbs" : "TCP") +
+                  ", this process over " + (verbs_ ? "RDMA verbs" : "TCP") +
+                  ": set the same FLEXIFORCE_TRANSPORT on every rank (accepted: auto, verbs or tcp)");
     return;
   }
   const int npaths = static_cast<int>(std::min<uint64_t>(hf.path_count, 1024));
@@ -131,6 +151,25 @@ void ListenComm::Admit(PendingHello& p, uint64_t now) {
     if (fresh) groups_.erase(it);
     return;
   }
+#if FF_WITH_VERBS
+  if (verbs_) {
+    if (g.verbs.empty()) g.verbs.resize(static_cast<size_t>(npaths));
+    // The acceptor's QP answers on whatever label the connector's packets carry. It sits on the slot's
+    // port and tells the sender, in its endpoint, which descriptor key slot holds that port's rkeys.
+    const std::vector<int> slots = PluginState::Get().VerbsSlots(dev_, npaths);
+    verbs::RdmaPathOptions ro;
+    ro.key_slot = static_cast<int>(static_cast<size_t>(index) % slots.size());
+    const int pdev = slots[static_cast<size_t>(ro.key_slot)];
+    Status vs = VerbsPathSetup::Create(VerbsPathSetup::Role::kAcceptor, index,
+                                       *PluginState::Get().verbs_devices()[static_cast<size_t>(pdev)].rdma, ro,
+                                       &g.verbs[static_cast<size_t>(index)]);
+    if (!vs.ok()) {
+      Reject(p, "cannot create its RDMA queue pair: " + vs.message());
+      if (fresh) groups_.erase(it);
+      return;
+    }
+  }
+#endif
   g.peers.push_back(p.peer);
   std::string desc = tcp::PeerToString(p.peer);
   g.streams[static_cast<size_t>(index)] = std::make_unique<tcp::TcpStream>(std::move(p.socket), desc);
@@ -150,6 +189,24 @@ bool ListenComm::ExpireIfDead(std::map<uint64_t, Group>::iterator it, uint64_t n
   RememberStarted(it->first);
   groups_.erase(it);
   return true;
+}
+
+Status ListenComm::StepVerbs(Group& g, bool* ready) {
+  *ready = true;
+#if FF_WITH_VERBS
+  for (size_t i = 0; i < g.verbs.size(); ++i) {
+    if (g.verbs[i] == nullptr || g.streams[i] == nullptr) continue;
+    bool done = false;
+    Status s = g.verbs[i]->Step(g.streams[i]->fd(), &done);
+    if (!s.ok())
+      return RemoteError("RDMA setup of path " + std::to_string(i) + " from " + g.streams[i]->Describe() + ": " +
+                         s.message());
+    *ready &= done;
+  }
+#else
+  (void)g;
+#endif
+  return Status::Ok();
 }
 
 Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
@@ -175,6 +232,15 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     auto cur = it++;
     Group& g = cur->second;
     const bool partial = g.arrived < g.npaths;
+    if (verbs_) {
+      bool ready = false;
+      if (Status s = StepVerbs(g, &ready); !s.ok()) {
+        RememberStarted(cur->first);
+        groups_.erase(cur);
+        return s;
+      }
+      if (!ready) continue;
+    }
     if (partial && now - g.first_ns < grace_ns) continue;
     if (partial && ExpireIfDead(cur, now)) continue;
     it = cur;
@@ -192,6 +258,14 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
         first_present = i;
         received_name = ReceivedName(g.streams[i]->fd());
       }
+#if FF_WITH_VERBS
+      if (verbs_) {
+        // The bootstrap stream stays open: the path watches it to learn of the peer process's exit.
+        paths.push_back(g.verbs[static_cast<size_t>(i)]->TakePath(::dup(g.streams[i]->fd())));
+        g.streams[i].reset();
+        continue;
+      }
+#endif
       const Config& cfg = PluginState::Get().config();
       tcp::PathSocketOptions o;
       o.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
@@ -220,6 +294,7 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     // The receiver's view of the eager threshold (the job's ranks share their configuration): a
     // buffer no larger takes only messages that may come unsolicited, so its descriptor can wait.
     opts.eager_bytes = static_cast<uint64_t>(PluginState::Get().config().eager_bytes);
+    if (verbs_) opts.failback_ms = 0;  // no verbs reconnector yet (see connector.cc)
     if (opts.failback_ms > 0 && it->first != 0) {
       tcp::PathSocketOptions so;
       so.buffer_bytes = static_cast<int>(PluginState::Get().config().socket_buffer_bytes);

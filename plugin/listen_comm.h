@@ -17,6 +17,7 @@
 namespace ff {
 
 struct NetContext;
+class VerbsPathSetup;
 
 class ListenComm {
  public:
@@ -30,6 +31,8 @@ class ListenComm {
   Status Accept(std::unique_ptr<RecvComm>* out);
   uint64_t rejected() const { return rejected_; }
   size_t groups_waiting() const { return groups_.size(); }
+  int dev() const { return dev_; }
+  ~ListenComm();
 
  private:
   struct Group {
@@ -43,6 +46,7 @@ class ListenComm {
     uint64_t task_hash = 0;
     std::vector<std::unique_ptr<ByteStream>> streams;
     std::vector<tcp::Socket> sockets;
+    std::vector<std::unique_ptr<VerbsPathSetup>> verbs;  // verbs: each arrived path's QP bring-up
     uint64_t first_ns = 0;  // first path's arrival: the others get the setup grace from here
   };
 
@@ -54,7 +58,12 @@ class ListenComm {
   bool ExpireIfDead(std::map<uint64_t, Group>::iterator it, uint64_t now_ns);
   void RememberStarted(uint64_t conn_id);
 
+  // Verbs: moves every arrived path's RDMA setup on; false while one is still in progress.
+  Status StepVerbs(Group& g, bool* ready);
+
   NetContext* ctx_ = nullptr;
+  int dev_ = 0;
+  bool verbs_ = false;
   HandleSecret secret_{};
   std::vector<tcp::Socket> listeners_;
   PendingHellos pending_{"listener"};

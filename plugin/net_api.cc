@@ -13,25 +13,100 @@
 #include "plugin/plugin_state.h"
 #include "core/recv_comm.h"
 #include "core/send_comm.h"
+#if FF_WITH_VERBS
+#include "verbs/rdma_path.h"
+#endif
 
 namespace ff::net {
 namespace {
 
+#if FF_WITH_VERBS
+using verbs::MrCache;
+using verbs::MrRef;
+#else
+struct MrCache;
+struct MrRef {
+  uint64_t id = 0;
+};
+#endif
+
 // Wrapper objects NCCL holds; the magic catches a comm of the wrong kind or a stale pointer.
+// Verbs: the registration caches of the ports a connection's QPs use, by key slot (null over TCP).
+using Caches = std::array<MrCache*, 4>;
+
 struct SendHandle {
   static constexpr uint32_t kMagic = 0x46465343;
   uint32_t magic = kMagic;
   std::unique_ptr<SendComm> comm;
+  Caches mrs{};
 };
 struct RecvHandle {
   static constexpr uint32_t kMagic = 0x46465243;
   uint32_t magic = kMagic;
   std::unique_ptr<RecvComm> comm;
+  Caches mrs{};
+  // Verbs: the registrations each outstanding receive's buffers hold until it completes, per key slot
+  // (a hit on regMr's registration, which NCCL keeps for the buffer's life; a registration of their
+  // own for buffers nobody registered). Fixed slots: nothing allocated per receive.
+  struct Held {
+    const RecvRequest* req = nullptr;
+    int n = 0;
+    std::array<std::array<MrRef, 4>, kMaxRecvs> refs{};
+  };
+  std::array<Held, kMaxRequests> held{};
 };
 struct MemoryRegion {
   void* data;
   size_t size;
+  Caches mrs{};  // verbs: the registrations below belong to these caches, by slot
+  std::array<MrRef, 4> refs{};
 };
+
+bool Any(const Caches& c) { return c[0] != nullptr; }
+
+Caches CachesFor(int dev, int npaths) {
+  Caches out{};
+#if FF_WITH_VERBS
+  PluginState& st = PluginState::Get();
+  if (st.verbs() && dev >= 0 && dev < st.device_count()) {
+    const std::vector<int> slots = st.VerbsSlots(dev, npaths);
+    for (size_t k = 0; k < slots.size(); ++k) out[k] = st.verbs_devices()[static_cast<size_t>(slots[k])].rdma->mrs.get();
+  }
+#else
+  (void)dev;
+  (void)npaths;
+#endif
+  return out;
+}
+
+void ReleaseRefs(const Caches& mrs, std::array<MrRef, 4>& refs) {
+#if FF_WITH_VERBS
+  for (size_t k = 0; k < 4; ++k)
+    if (mrs[k] != nullptr && refs[k].id != 0) (void)mrs[k]->Release(refs[k]);
+#else
+  (void)mrs;
+#endif
+  refs = {};
+}
+
+void ReleaseHeld(const Caches& mrs, RecvHandle::Held& h) {
+  for (int i = 0; i < h.n; ++i) ReleaseRefs(mrs, h.refs[static_cast<size_t>(i)]);
+  h = RecvHandle::Held{};
+}
+
+#if FF_WITH_VERBS
+// One reference per slot's cache on [data, data + size); on failure none is kept.
+Status AcquireRefs(const Caches& mrs, void* data, size_t size, std::array<MrRef, 4>* refs) {
+  for (size_t k = 0; k < 4 && mrs[k] != nullptr; ++k) {
+    Status s = mrs[k]->Acquire(data, size, &(*refs)[k]);
+    if (!s.ok()) {
+      ReleaseRefs(mrs, *refs);
+      return s;
+    }
+  }
+  return Status::Ok();
+}
+#endif
 
 Request g_flush_done{RequestKind::kFlush, nullptr};
 
@@ -94,29 +169,39 @@ Status SetNetAttr(void* ctx, const ncclNetAttr_t* attr) {
 Status Devices(int* ndev) {
   if (Status s = RequireInit(); !s.ok()) return s;
   if (ndev == nullptr) return InvalidArgument("devices: ndev is NULL");
-  *ndev = static_cast<int>(PluginState::Get().devices().size());
+  *ndev = PluginState::Get().device_count();
   return Status::Ok();
 }
 
 Status GetProperties(int dev, Properties* props) {
   if (Status s = RequireInit(); !s.ok()) return s;
-  const auto& devs = PluginState::Get().devices();
-  if (dev < 0 || dev >= static_cast<int>(devs.size()))
+  PluginState& st = PluginState::Get();
+  if (dev < 0 || dev >= st.device_count())
     return InvalidArgument("getProperties: device " + std::to_string(dev) + " out of range 0.." +
-                           std::to_string(devs.size() - 1));
-  const auto& d = devs[dev];
-  props->name = const_cast<char*>(d.name.c_str());
-  props->pci_path = d.pci_path.empty() ? nullptr : const_cast<char*>(d.pci_path.c_str());
-  uint64_t guid = 1469598103934665603ull;  // FNV of the name: stable across runs, distinct per interface
-  for (char ch : d.name) guid = (guid ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
-  props->guid = guid;
-  props->ptr_support = NCCL_PTR_HOST;
-  props->speed_mbps = d.speed_mbps;
+                           std::to_string(st.device_count() - 1));
   props->latency_us = 0;
   props->max_comms = 65536;
   props->max_recvs = kMaxRecvs;
   props->max_p2p_bytes = 1ull << 30;
   props->max_coll_bytes = 1ull << 30;
+  props->ptr_support = NCCL_PTR_HOST;
+  if (st.verbs()) {
+    const VerbsDevice& v = st.verbs_devices()[static_cast<size_t>(dev)];
+    props->name = const_cast<char*>(v.name.c_str());
+    props->pci_path = v.pci_path.empty() ? nullptr : const_cast<char*>(v.pci_path.c_str());
+    props->guid = v.guid;
+    props->speed_mbps = v.speed_mbps;
+    props->port = v.port;
+    return Status::Ok();
+  }
+  const auto& d = st.devices()[static_cast<size_t>(dev)];
+  props->port = 0;
+  props->name = const_cast<char*>(d.name.c_str());
+  props->pci_path = d.pci_path.empty() ? nullptr : const_cast<char*>(d.pci_path.c_str());
+  uint64_t guid = 1469598103934665603ull;  // FNV of the name: stable across runs, distinct per interface
+  for (char ch : d.name) guid = (guid ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  props->guid = guid;
+  props->speed_mbps = d.speed_mbps;
   return Status::Ok();
 }
 
@@ -142,6 +227,8 @@ Status Connect(void* ctx, int dev, const ncclNetCommConfig_t* config, void* hand
   if (!s.ok() || !comm) return s;
   auto* h = new SendHandle;
   h->comm = std::move(comm);
+  h->mrs = CachesFor(dev, h->comm->path_count());
+  h->comm->owner = h;
   *send_comm = h;
   return Status::Ok();
 }
@@ -155,20 +242,42 @@ Status Accept(void* listen_comm, void** recv_comm) {
   if (!s.ok() || !comm) return s;
   auto* h = new RecvHandle;
   h->comm = std::move(comm);
+  h->mrs = CachesFor(lc->dev(), h->comm->path_count());
+  h->comm->owner = h;
   *recv_comm = h;
   return Status::Ok();
 }
 
 Status RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   if (comm == nullptr) return InvalidArgument("regMr: comm is NULL");
+  if (mhandle == nullptr) return InvalidArgument("regMr: mhandle is NULL");
   if (type != NCCL_PTR_HOST)
     return InvalidArgument("regMr: memory type " + std::to_string(type) + " unsupported; accepted NCCL_PTR_HOST");
-  *mhandle = new MemoryRegion{data, size};
+  // A send or a receive comm (NCCL registers on both); the magic says which.
+  Caches mrs{};
+  const uint32_t magic = *static_cast<const uint32_t*>(comm);
+  if (magic == SendHandle::kMagic) mrs = static_cast<SendHandle*>(comm)->mrs;
+  else if (magic == RecvHandle::kMagic) mrs = static_cast<RecvHandle*>(comm)->mrs;
+  else return InvalidArgument("regMr: not a send or receive comm");
+  auto region = std::make_unique<MemoryRegion>(MemoryRegion{data, size, mrs, {}});
+#if FF_WITH_VERBS
+  // Verbs: pin and register now, on every port the connection uses (NCCL calls this outside the data
+  // path); every later send of, or receive into, this buffer finds the registration in the cache.
+  if (Any(mrs) && size > 0) {
+    if (data == nullptr) return InvalidArgument("regMr: data is NULL with size " + std::to_string(size));
+    Status s = AcquireRefs(mrs, data, size, &region->refs);
+    if (!s.ok()) return s;
+  }
+#endif
+  *mhandle = region.release();
   return Status::Ok();
 }
 
 Status DeregMr(void*, void* mhandle) {
-  delete static_cast<MemoryRegion*>(mhandle);
+  auto* region = static_cast<MemoryRegion*>(mhandle);
+  if (region == nullptr) return Status::Ok();
+  ReleaseRefs(region->mrs, region->refs);
+  delete region;
   return Status::Ok();
 }
 
@@ -182,6 +291,8 @@ Status Isend(void* send_comm, void* data, size_t size, int tag, void* phandle, v
 }
 
 Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void**, void** request) {
+  // The memory handles are not needed: with verbs each buffer's registration is found in the
+  // device's cache (regMr put it there), which also covers buffers NCCL never registered.
   auto* h = static_cast<RecvHandle*>(recv_comm);
   if (h == nullptr || h->magic != RecvHandle::kMagic) return InvalidArgument("irecv: not a receive comm");
   if (n < 1 || n > kMaxRecvs || data == nullptr || sizes == nullptr || tags == nullptr)
@@ -190,9 +301,52 @@ Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
   uint64_t s64[kMaxRecvs];
   for (int i = 0; i < n; ++i) s64[i] = sizes[i];
   RecvRequest* r = nullptr;
-  Status s = h->comm->Irecv(n, data, s64, tags, &r);
+  if (!Any(h->mrs)) {
+    Status s = h->comm->Irecv(n, data, s64, tags, &r);
+    *request = r;
+    return s;
+  }
+#if FF_WITH_VERBS
+  // Verbs: the sender writes into these buffers itself, so each needs its address and remote key
+  // published; the request holds a reference on each buffer's registration until it completes. (A
+  // retry-later answer releases them again: a hit in the cache for buffers regMr registered, as
+  // NCCL's are; a registration each time for buffers nobody registered.)
+  RecvHandle::Held* slot = nullptr;
+  for (auto& held : h->held)
+    if (held.req == nullptr) {
+      slot = &held;
+      break;
+    }
+  if (slot == nullptr) {  // every request slot in use: retry later, as the core would say
+    *request = nullptr;
+    return Status::Ok();
+  }
+  RecvHandle::Held mine;
+  mine.n = n;
+  std::array<uint32_t, 4> rkeys[kMaxRecvs] = {};
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] == 0 || data[i] == nullptr) continue;
+    auto& refs = mine.refs[static_cast<size_t>(i)];
+    Status s = AcquireRefs(h->mrs, data[i], sizes[i], &refs);
+    if (!s.ok()) {
+      ReleaseHeld(h->mrs, mine);
+      return s;
+    }
+    for (size_t k = 0; k < 4; ++k) rkeys[i][k] = refs[k].handle.rkey;
+  }
+  Status s = h->comm->Irecv(n, data, s64, tags, &r, rkeys);
+  if (!s.ok() || r == nullptr) {
+    ReleaseHeld(h->mrs, mine);
+    *request = nullptr;
+    return s;
+  }
+  mine.req = r;
+  *slot = mine;
   *request = r;
-  return s;
+  return Status::Ok();
+#else
+  return InternalError("irecv: a registration cache without the verbs backend");
+#endif
 }
 
 Status Iflush(void* recv_comm, int, void**, void** request) {
@@ -225,6 +379,13 @@ Status Test(void* request, int* done, int* sizes) {
       Status s = comm->Test(r, done, s64);
       if (s.ok() && *done && sizes)
         for (int i = 0; i < n; ++i) sizes[i] = static_cast<int>(std::min<uint64_t>(s64[i], INT_MAX));
+      if (s.ok() && *done) {
+        // The request is complete (and already back in the pool): its buffers' registrations go.
+        auto* h = static_cast<RecvHandle*>(comm->owner);
+        if (h != nullptr && Any(h->mrs))
+          for (auto& held : h->held)
+            if (held.req == r) ReleaseHeld(h->mrs, held);
+      }
       return s;
     }
     case RequestKind::kFree:
@@ -249,6 +410,12 @@ Status CloseRecv(void* recv_comm) {
   if (h == nullptr) return Status::Ok();
   if (h->magic != RecvHandle::kMagic) return InvalidArgument("closeRecv: not a receive comm");
   h->magic = 0;
+  // The queue pairs go with the comm first, so no write can land once the registrations are released.
+  const Caches mrs = h->mrs;
+  h->comm.reset();
+  if (Any(mrs))
+    for (auto& held : h->held)
+      if (held.req != nullptr) ReleaseHeld(mrs, held);
   delete h;
   return Status::Ok();
 }

@@ -16,6 +16,7 @@ struct Properties {
   uint64_t guid;
   int ptr_support;
   int speed_mbps;
+  int port;  // the RDMA port number with verbs; 0 over TCP
   float latency_us;
   int max_comms;
   int max_recvs;

@@ -18,7 +18,7 @@ void FillCommon(const Properties& in, P* out) {
   out->ptrSupport = in.ptr_support;
   out->regIsGlobal = 0;
   out->speed = in.speed_mbps;
-  out->port = 0;
+  out->port = in.port;
   out->latency = in.latency_us;
   out->maxComms = in.max_comms;
   out->maxRecvs = in.max_recvs;

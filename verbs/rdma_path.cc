@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -106,7 +108,14 @@ Status OpenRdmaDevice(const IbverbsLoader& ib, const std::string& name, int port
 RdmaPath::RdmaPath(int index, RdmaDevice& dev, const RdmaPathOptions& options)
     : Path(index), dev_(dev), api_(dev.ib->api()), options_(options) {}
 
+void RdmaPath::WatchPeer(int fd) {
+  if (peer_fd_ >= 0) ::close(peer_fd_);
+  peer_fd_ = fd;
+  peer_checked_ns_ = MonoNs();
+}
+
 RdmaPath::~RdmaPath() {
+  if (peer_fd_ >= 0) ::close(peer_fd_);
   // The QP goes first, so no work request can still read a payload whose registration we drop next.
   qp_.reset();
   for (int i = 0; i < tx_posted_; ++i) {
@@ -172,11 +181,16 @@ RdmaEndpoint RdmaPath::local() const {
   e.psn = local_psn_;
   e.lid = dev_.lid;
   e.mtu = static_cast<uint8_t>(dev_.active_mtu);
+  e.key_slot = static_cast<uint8_t>(options_.key_slot);
   std::memcpy(e.gid.data(), dev_.gid.raw, e.gid.size());
   return e;
 }
 
 Status RdmaPath::Connect(const RdmaEndpoint& remote) {
+  if (remote.key_slot != 0xff) {
+    if (remote.key_slot >= 4) return InvalidArgument("peer endpoint names key slot " + std::to_string(remote.key_slot) + "; accepted 0 to 3");
+    options_.key_slot = remote.key_slot;
+  }
   RcQpParams p = options_.qp;
   p.remote_gid = remote.gid;
   p.remote_lid = remote.lid;
@@ -268,7 +282,7 @@ bool RdmaPath::PostFrame(int slot) {
   wr[0].opcode = IBV_WR_SEND;
   ibv_sge ps{};
   if (data) {
-    if (f.raddr == 0) {
+    if (f.raddr == 0 && f.hdr.length > 0) {  // a zero-length write touches no remote memory
       last_errno_ = EINVAL;
       rx_error_ = "path " + std::to_string(index()) + " (" + describe_ + "): data chunk of message " +
                   std::to_string(f.hdr.seq) + " has no remote buffer (an RDMA path needs the receiver's descriptor)";
@@ -450,6 +464,20 @@ PumpResult RdmaPath::Deliver(FrameSink& sink, const RxDone& d, bool* consumed) {
 PumpResult RdmaPath::Poll(FrameSink& sink) {
   ReapSends();
   if (fenced_) return PumpResult::kClosed;
+  if (peer_fd_ >= 0) {
+    const uint64_t now = MonoNs();
+    if (now - peer_checked_ns_ >= kPeerWatchNs) {
+      peer_checked_ns_ = now;
+      char byte;
+      const ssize_t r = ::recv(peer_fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        last_errno_ = r == 0 ? ECONNRESET : errno;
+        rx_error_ = "path " + std::to_string(index()) + " (" + describe_ + "): the peer closed the connection's " +
+                    "bootstrap stream (its process exited)";
+        return PumpResult::kClosed;
+      }
+    }
+  }
   ibv_wc wc[kPollBatch];
   for (;;) {
     while (rx_backlog_count_ > 0) {

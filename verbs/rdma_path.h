@@ -53,14 +53,17 @@ struct RdmaEndpoint {
   uint32_t psn = 0;
   uint16_t lid = 0;
   uint8_t mtu = 0;  // ibv_mtu of the sender's port: the path uses the smaller of the two
-  uint8_t reserved8 = 0;
+  // The receiving end's: which RecvDescriptor::keys slot holds its registrations on this path's
+  // device (a connection's QPs may sit on several ports, each with its own rkeys). 0xff: keep ours.
+  uint8_t key_slot = 0xff;
   uint32_t reserved = 0;
   std::array<uint8_t, 16> gid{};
 };
 static_assert(sizeof(RdmaEndpoint) == 32, "RdmaEndpoint is exchanged as bytes");
 
 struct RdmaPathOptions {
-  int key_slot = 0;  // which RecvDescriptor::keys entry holds this device's remote key
+  int key_slot = 0;  // which RecvDescriptor::keys entry holds this device's remote key (the peer's
+                     // endpoint may name another: see RdmaEndpoint::key_slot)
   RcQpParams qp;     // retry, MTU cap, steering; port, GID and the peer are filled in by the path
 };
 
@@ -106,6 +109,13 @@ class RdmaPath final : public Path {
   int LocalIfindex() const override;
   std::string Describe() const override { return describe_; }
   std::string DebugState() const override;
+
+  // Keeps `fd` (the connection's bootstrap stream, a socket the peer process holds open) and checks
+  // it at most every kPeerWatchNs from Poll: the peer closing it (its process exited or died) ends
+  // the path with kClosed. An RC QP alone cannot tell: a receiver that never sends has no work
+  // request that could fail when the sending process dies. -1: no watch.
+  void WatchPeer(int fd);
+  static constexpr uint64_t kPeerWatchNs = 10'000'000;
 
   uint64_t bytes_written() const { return bytes_acked_; }
   uint32_t qpn() const;
@@ -177,6 +187,8 @@ class RdmaPath final : public Path {
   uint64_t bytes_acked_ = 0;  // data payload bytes whose WRITE completed
   uint64_t wrs_posted_ = 0;
   uint64_t last_progress_ns_ = 0;
+  int peer_fd_ = -1;
+  uint64_t peer_checked_ns_ = 0;
 };
 
 }  // namespace ff::verbs

@@ -90,6 +90,16 @@ Options ParseOptions(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--plugin", o.plugin_path, "Plugin .so (default $FF_PLUGIN_PATH, else the build tree's)");
   app.add_option("--dev", o.dev, "Plugin device index")->capture_default_str();
+  app.add_option("--dev-cycle", o.dev_cycle,
+                 "With --launch-local: rank r uses plugin device (--dev + r * --dev-step) % N, e.g. 2 to alternate two NICs so "
+                 "every ring step crosses between them; 0: every rank uses --dev")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  app.add_option("--dev-step", o.dev_step,
+                 "With --dev-cycle: rank r uses device (--dev + r * S) % N, e.g. 2 with N = 4 to put rank 0 on devices "
+                 "0/1 and rank 1 on 2/3")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   bool prof_on = false, prof_off = false, no_net_attr = false;
   auto* prof_flag = app.add_flag("--profiler", prof_on,
                                  "Drive the plugin's ncclProfiler_v5 table as NCCL 2.28 does (Coll, ProxyOp, ProxyStep "
@@ -182,7 +192,8 @@ std::vector<std::string> RankArguments(const Options& o, int rank, int nranks, c
                                 "--steps-in-flight", std::to_string(o.window), "--iters", std::to_string(o.iters),
                                 "--warmup", std::to_string(o.warmup), "--root", std::to_string(o.root),
                                 "--backend", BackendName(backend), "--raw-streams", std::to_string(o.raw_streams),
-                                "--plugin", o.plugin_path, "--dev", std::to_string(o.dev),
+                                "--plugin", o.plugin_path,
+                                "--dev", std::to_string(o.dev_cycle > 0 ? (o.dev + rank * o.dev_step) % o.dev_cycle : o.dev),
                                 "--timeout-s", std::to_string(o.timeout_s)};
   if (!o.bind_ip.empty()) a.insert(a.end(), {"--bind-ip", o.bind_ip});
   if (rendezvous_fd >= 0) a.insert(a.end(), {"--rendezvous-fd", std::to_string(rendezvous_fd)});

@@ -38,6 +38,8 @@ struct Options {
   int raw_streams = 1;
   std::string plugin_path;
   int dev = 0;
+  int dev_cycle = 0;  // --dev-cycle N (with --launch-local): rank r uses device (dev + r * dev_step) % N; 0: all use dev
+  int dev_step = 1;
   // Drive the plugin's ncclProfiler_v5 table as NCCL 2.28 does: -1 auto (when exported), 1 on, 0 off.
   int profiler = -1;
   bool net_attr = true;  // hidden --no-net-attr: skip setNetAttr (tests attribution by the profiler alone)

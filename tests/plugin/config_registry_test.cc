@@ -63,5 +63,20 @@ TEST(ConfigRegistry, EveryKnobIsDocumented) {
   }
 }
 
+TEST(ConfigRegistry, TransportIsAutoByDefaultAndTakesOnlyItsThreeWords) {
+  EXPECT_EQ(ConfigRegistry::ToConfig(ConfigRegistry::Resolve(Env({}))).transport, "auto");
+  for (const char* w : {"auto", "verbs", "tcp"})
+    EXPECT_EQ(ConfigRegistry::ToConfig(ConfigRegistry::Resolve(Env({{"FLEXIFORCE_TRANSPORT", w}}))).transport, w);
+  for (const char* bad : {"rdma", "VERBS", "tc", "auto|tcp", " tcp"}) {
+    auto values = ConfigRegistry::Resolve(Env({{"FLEXIFORCE_TRANSPORT", bad}}));
+    std::string error;
+    for (const auto& v : values)
+      if (std::string(v.spec->name) == "FLEXIFORCE_TRANSPORT") error = v.error;
+    EXPECT_EQ(error, std::string("FLEXIFORCE_TRANSPORT='") + bad +
+                         "' is not valid; accepted: auto, verbs or tcp; using the default auto");
+    EXPECT_EQ(ConfigRegistry::ToConfig(values).transport, "auto") << bad;
+  }
+}
+
 }  // namespace
 }  // namespace ff

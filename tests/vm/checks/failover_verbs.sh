@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# VM lane check (in the VM): a port going down under a running job, over verbs. Two ranks, each with
+# two ports (rank 0 rxe_a0 + rxe_a1, rank 1 rxe_b0 + rxe_b1: --dev-cycle 4 --dev-step 2), one QP per
+# port and direction (FLEXIFORCE_PATHS=2). AllReduce 1-4 MiB, every iteration checked exactly, while
+# `ip link set va0 down` takes rxe_a0's port away 3 s in. The job must finish with exact results on
+# the other port, the plugin must log the failed QP, and va1 must carry traffic after the cut.
+# Prints the plugin's failover lines (cause, detection time) for the timeline.
+# FF_FAULT=drop makes the cut silent instead: an nftables rule drops every RoCE packet leaving va0
+# (no carrier event; the QP's retries or the plugin's stall rule, whichever comes first, decide).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+bin="${FF_BUILD_DIR:-build}/bin/ff-collective"
+[ -x "$bin" ] || { echo "SKIP: $bin not built (cmake --build build --target ff-collective)"; exit 77; }
+
+"$fixture" up 2
+export FLEXIFORCE_TRANSPORT=verbs FLEXIFORCE_PATHS=2 NCCL_SOCKET_IFNAME="=va0,=vb0" FLEXIFORCE_STATS=0
+# TCG: a healthy QP can go 100+ ms without a completion (see tests/vm/README.md).
+export FLEXIFORCE_PATH_STALL_MS="${FLEXIFORCE_PATH_STALL_MS:-500}"
+trials="${FF_FAILOVER_TRIALS:-1}"
+fault="${FF_FAULT:-down}"
+case "$fault" in down|drop) ;; *) fail "FF_FAULT=$fault; accepted: down (ip link set va0 down) or drop (nftables)" ;; esac
+all="$(mktemp)"
+for ((t = 1; t <= trials; t++)); do
+  out="$(mktemp)"
+  # The cut comes once the job runs (its first result row: connections up, one size done), plus 0.5 s.
+  (
+    for ((i = 0; i < 1200; i++)); do grep -q '^ *allreduce' "$out" 2>/dev/null && break; sleep 0.1; done
+    sleep 0.5
+    if [ "$fault" = drop ]; then
+      nft -f - <<'NFT'
+table inet ff_vm_drop {
+  chain out {
+    type filter hook output priority 0; policy accept;
+    oifname "va0" udp dport 4791 counter drop
+  }
+}
+NFT
+    else
+      ip link set va0 down
+    fi
+  ) &
+  cutter=$!
+  tx1_before=$(counter va1 tx_packets)
+  set +e
+  timeout 400 "$bin" --ranks 2 --launch-local --backend plugin --dev-cycle 4 --dev-step 2 --coll allreduce \
+    --min-bytes 1M --max-bytes 4M --step-bytes 512K --iters "${FF_FAILOVER_ITERS:-20}" --warmup 1 --timeout-s "${FF_FAILOVER_TIMEOUT_S:-300}" \
+    >"$out" 2>&1
+  rc=$?
+  set -e
+  wait "$cutter" || true
+  tx1_after=$(counter va1 tx_packets)
+  ip link set va0 up
+  ip link set vb0 up
+  nft delete table inet ff_vm_drop 2>/dev/null || true
+  # rxe's port follows its netdev back to ACTIVE; the next trial's init needs it.
+  for ((i = 0; i < 100; i++)); do grep -q ACTIVE /sys/class/infiniband/rxe_a0/ports/1/state && break; sleep 0.1; done
+  [ "$trials" -gt 1 ] || cat "$out"
+  echo "RESULT failover_verbs trial=$t exit=$rc va1_tx_packets=$((tx1_after - tx1_before))"
+  [ "$rc" -eq 0 ] || { cat "$out"; fail "trial $t: the job did not survive rxe_a0's port going down (exit $rc)"; }
+  grep -q "all checks passed" "$out" || { cat "$out"; fail "trial $t: no exact-result confirmation"; }
+  grep -Eq "is down|failover" "$out" || { cat "$out"; fail "trial $t: the plugin logged no failed QP: did the cut hit the job?"; }
+  grep -E "is down|failover" "$out" | sed "s/^/TIMELINE trial=$t /" | tee -a "$all"
+  rm -f "$out"
+done
+# Per trial: each sender's failover line gives how long the path had been without progress when it
+# was judged, and how long the communicator paused; summarised over every failover line.
+summary() {  # summary WHAT REGEX
+  sed -n "s/.*$2 \([0-9.]*\) ms.*/\1/p" "$all" | sort -n |
+    awk -v w="$1" '{ v[NR] = $1 } END { if (NR) printf "SUMMARY %s n=%d median=%.1f ms max=%.1f ms\n", w, NR, v[int((NR + 1) / 2)], v[NR] }'
+}
+summary "detected_after" "detected after"
+summary "paused" "paused"
+grep -o "carrier lost\|no acknowledgement\|send failed[^;(]*\|receive failed[^;(]*" "$all" | sort | uniq -c | sed 's/^/CAUSES /'
+rm -f "$all"
+"$fixture" down
+pass "port down over verbs: the job finished exactly on the other port"
