@@ -82,8 +82,8 @@ bool PathWatchdog::Judge(int path, const PathSample& tp, uint64_t now_ns, PathFa
   if (tp.sacked > 0 || tp.ca_state == kCaRecovery) limit = std::max(limit, 2 * uint64_t{tp.rto_us} * 1000);
   if (now_ns - s.last_progress_ns < limit) return false;
   // An oversubscribed host delays acknowledgements for everyone: three times the relative rule's
-  // allowance (healthy paths were seen without an acknowledgement for 124 ms at 97% CPU pressure,
-  // and for 396 ms with the CPUs saturated by two builds, a VM and the suite).
+  // allowance (150 ms when saturated; a healthy path was seen without an acknowledgement for 124 ms
+  // at 97% CPU pressure - and once for 396 ms with two builds, a VM and the suite on 2 cores).
   if (now_ns - s.last_progress_ns < 3 * PressureAllowance(now_ns)) return false;
   out->path = path;
   out->cause = PathFault::kStalled;

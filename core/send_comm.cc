@@ -600,7 +600,7 @@ void SendComm::CheckAckTimeout(uint64_t now_ns) {
             static_cast<unsigned long long>(h.next_offset), h.resend_count, DescribePaths().c_str());
   }
   // On an oversubscribed host the receiver may simply not have run: wait at least 4x the watchdog's
-  // CPU-pressure allowance (1.6 s at 100% PSI pressure) before re-sending what its kernel holds.
+  // CPU-pressure allowance (200 ms when saturated) before re-sending what its kernel holds.
   const uint64_t timeout_ns = std::max((uint64_t{opts_.resend_timeout_ms} * 1'000'000) << std::min(timeout_streak_, 6u),
                                        4 * PathWatchdog::PressureAllowance(now_ns));
   if (now_ns - ack_progress_ns_ < timeout_ns) return;

@@ -442,10 +442,10 @@ TEST(CpuPressure, ParsesTheSomeLineOfProcPressureCpu) {
 
 TEST(PathWatchdog, OnAnOversubscribedHostTheRelativeRuleWaitsLonger) {
   // What CI saw on a loaded 2-core host: path 0 unacknowledged for 40 ms while path 1 was
-  // acknowledged 27 ms ago, on a healthy fabric. With half the time spent waiting for a CPU (PSI
-  // some avg10 = 50%) that is no evidence; on an idle host it is (the 10 ms detection of a cut).
+  // acknowledged 27 ms ago, on a healthy fabric. With the CPUs saturated (PSI some avg10 = 100%)
+  // that is no evidence; on an idle host it is (the 10 ms detection of a cut).
   PathWatchdog::ResetAckGapHistory();
-  for (double pressure : {0.0, 0.5}) {
+  for (double pressure : {0.0, 1.0}) {
     health::CpuPressure::OverrideForTest(pressure);
     PathWatchdog w(100 * kMs, false, 10 * kMs);
     PathFaultReport rep;
@@ -454,7 +454,7 @@ TEST(PathWatchdog, OnAnOversubscribedHostTheRelativeRuleWaitsLonger) {
     EXPECT_FALSE(w.Judge(1, Sample(50, acked1, 0), 1000 * kMs, &rep));
     bool fired = false;
     uint64_t fired_at = 0;
-    for (uint64_t t = 1001; t <= 1090 && !fired; ++t) {
+    for (uint64_t t = 1001; t <= 1045 && !fired; ++t) {
       EXPECT_FALSE(w.Judge(0, Sample(50, 1000, static_cast<uint32_t>(t - 1000)), t * kMs, &rep));
       EXPECT_FALSE(w.Judge(1, Sample(50, acked1 += 100, 0), t * kMs, &rep));
       fired = w.JudgeRelative(0, t * kMs, &rep);
@@ -464,19 +464,19 @@ TEST(PathWatchdog, OnAnOversubscribedHostTheRelativeRuleWaitsLonger) {
       EXPECT_TRUE(fired);
       EXPECT_EQ(fired_at, 10u) << "an idle host keeps the 10 ms detection";
     } else {
-      EXPECT_FALSE(fired) << "fired after " << fired_at << " ms at 50% CPU pressure";
-      EXPECT_EQ(w.RelativeLimit(0, 1090 * kMs), 100 * kMs);
+      EXPECT_FALSE(fired) << "fired after " << fired_at << " ms with the CPUs saturated";
+      EXPECT_EQ(w.RelativeLimit(0, 1045 * kMs), 50 * kMs);
     }
   }
-  // The absolute rule too: 250 ms without an acknowledgement stalls a path on an idle host, not at
-  // 50% pressure (three times the 100 ms allowance).
-  for (double pressure : {0.0, 0.5}) {
+  // The absolute rule too: 120 ms without an acknowledgement stalls a path on an idle host, not
+  // with the CPUs saturated (three times the 50 ms allowance).
+  for (double pressure : {0.0, 1.0}) {
     health::CpuPressure::OverrideForTest(pressure);
     PathWatchdog w(100 * kMs, false);
     PathFaultReport rep;
     EXPECT_FALSE(w.Judge(0, Sample(10, 1000, 0), 1000 * kMs, &rep));
-    EXPECT_EQ(w.Judge(0, Sample(10, 1000, 250), 1250 * kMs, &rep), pressure == 0.0) << "pressure " << pressure;
-    EXPECT_EQ(w.Judge(0, Sample(10, 1000, 301), 1301 * kMs, &rep), true) << "pressure " << pressure;
+    EXPECT_EQ(w.Judge(0, Sample(10, 1000, 120), 1120 * kMs, &rep), pressure == 0.0) << "pressure " << pressure;
+    EXPECT_EQ(w.Judge(0, Sample(10, 1000, 151), 1151 * kMs, &rep), true) << "pressure " << pressure;
   }
   health::CpuPressure::OverrideForTest(0.04);  // below the floor: no allowance
   EXPECT_EQ(PathWatchdog::PressureAllowance(0), 0u);
