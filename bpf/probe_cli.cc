@@ -80,6 +80,10 @@ void PrintTable(const probe::Snapshot& s, double elapsed, double interval) {
                 static_cast<double>(c.QuantileNs(0.99)) / 1e3, static_cast<unsigned long long>(c.sla_us),
                 static_cast<unsigned long long>(c.sla_violations));
   }
+  for (const auto& e : s.timeline)
+    std::printf("event %s pid %d task %s %s peer %s path %s %s\n", probe::IsoTime(e.wall_s).c_str(), e.pid,
+                e.task.c_str(), e.event.c_str(), e.peer.c_str(), e.path < 0 ? "-" : std::to_string(e.path).c_str(),
+                e.details.dump().c_str());
   for (const auto& [id, n] : s.retransmits)
     std::printf("retransmits %s -> %s: %llu\n", id.local.c_str(), id.remote.c_str(), static_cast<unsigned long long>(n));
   std::fflush(stdout);

@@ -1,6 +1,8 @@
 // Report findings: SLA misses per task, latency outliers among peer pairs, retransmits, hot spots.
 #include "bpf/report_analysis.h"
 
+#include "bpf/socket_owners.h"
+
 #include <cmath>
 #include <map>
 
@@ -58,8 +60,7 @@ ReportFindings Analyze(const Snapshot& total) {
                                    {"threshold_us", (mean + 3 * sigma) / 1000}});
     }
   }
-  for (const auto& [id, n] : total.retransmits)
-    f.retransmits.push_back({{"local", id.local}, {"remote", id.remote}, {"count", n}});
+  f.retransmits = JoinRetransmits(total.retransmits, total.socket_owners, total.timeline);
   if (!peer_paths.empty()) {
     double bytes = 0;
     for (const auto& [k, a] : peer_paths) bytes += static_cast<double>(a.bytes);
