@@ -121,7 +121,7 @@ FF_COUNTING_PROBE(recv_post, FF_EV_RECV_POST)
 
 // Control-plane probes (task hash, peer, then up to three integers): counted, and one record each
 // into the ring buffer.
-static __always_inline int emit_event(struct pt_regs* ctx, __u32 ev) {
+static __always_inline int emit_event(struct pt_regs* ctx, __u32 ev, int string_arg3) {
   count_event(ev);
   struct ff_event* e = bpf_ringbuf_reserve(&event_ring, sizeof(*e), 0);
   if (!e) {
@@ -147,7 +147,13 @@ static __always_inline int emit_event(struct pt_regs* ctx, __u32 ev) {
   v = 0;
   if (n > 2 && bpf_usdt_arg(ctx, 2, &v) == 0) e->args[0] = v;
   v = 0;
-  if (n > 3 && bpf_usdt_arg(ctx, 3, &v) == 0) e->args[1] = v;
+  if (n > 3 && bpf_usdt_arg(ctx, 3, &v) == 0) {
+    if (string_arg3) {
+      if (v) bpf_probe_read_user_str(e->ends, sizeof(e->ends), (const void*)v);
+    } else {
+      e->args[1] = v;
+    }
+  }
   v = 0;
   if (n > 4 && bpf_usdt_arg(ctx, 4, &v) == 0) e->args[2] = v;
   bpf_ringbuf_submit(e, 0);
@@ -155,7 +161,7 @@ static __always_inline int emit_event(struct pt_regs* ctx, __u32 ev) {
 }
 
 #define FF_EVENT_PROBE(name, ev) \
-  SEC("usdt") int name(struct pt_regs* ctx) { return emit_event(ctx, ev); }
+  SEC("usdt") int name(struct pt_regs* ctx) { return emit_event(ctx, ev, 0); }
 
 FF_EVENT_PROBE(on_connect, FF_EV_CONNECT)
 FF_EVENT_PROBE(on_accept, FF_EV_ACCEPT)
@@ -165,6 +171,8 @@ FF_EVENT_PROBE(drain, FF_EV_DRAIN)
 FF_EVENT_PROBE(failback, FF_EV_FAILBACK)
 FF_EVENT_PROBE(on_pause, FF_EV_PAUSE)
 FF_EVENT_PROBE(on_resume, FF_EV_RESUME)
+
+SEC("usdt") int path_up(struct pt_regs* ctx) { return emit_event(ctx, FF_EV_PATH_UP, 1); }
 
 // BTF-typed tracepoint: needs no tracefs mount, and reads the socket with CO-RE.
 SEC("tp_btf/tcp_retransmit_skb")

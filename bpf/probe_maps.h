@@ -52,6 +52,7 @@ enum ff_probe_event {
   FF_EV_FAILBACK,
   FF_EV_PAUSE,
   FF_EV_RESUME,
+  FF_EV_PATH_UP,
   FF_EV_COUNT
 };
 
@@ -67,6 +68,7 @@ struct ff_event {
   unsigned int nargs;           /* how many of args the probe passed */
   char comm[16];
   char peer[FF_PROBE_PEER_LEN];
+  char ends[2 * FF_PROBE_PEER_LEN]; /* path_up: the path socket's ends */
 };
 #define FF_EVENT_RING_BYTES (256 * 1024)
 

@@ -141,6 +141,7 @@ bool ProbeSession::AttachPlugin(const std::string& path, int pid, std::string* e
       {p.recv_done, "recv_done"},     {p.on_connect, "connect"},  {p.on_accept, "accept"},
       {p.path_choice, "path_choice"}, {p.failover, "failover"},   {p.drain, "drain"},
       {p.failback, "failback"},       {p.on_pause, "pause"},      {p.on_resume, "resume"},
+      {p.path_up, "path_up"},
   };
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> fresh;
   for (const auto& u : programs) {

@@ -74,7 +74,8 @@ SocketId SocketIdFromKey(const ff_sock_key& k) {
 
 const char* EventName(int ev) {
   static const char* const kNames[FF_EV_COUNT] = {"send_post", "recv_post", "connect", "accept", "path_choice",
-                                                  "failover",  "drain",     "failback", "pause",  "resume"};
+                                                  "failover",  "drain",     "failback", "pause",  "resume",
+                                                  "path_up"};
   return ev >= 0 && ev < FF_EV_COUNT ? kNames[ev] : "?";
 }
 
@@ -101,6 +102,7 @@ TimelineEvent TimelineEventFromRecord(const ff_event& r, double mono_to_wall_s) 
   static const char* const kChoice[] = {"path", "plan_path_id", "sla_attainable", nullptr};
   static const char* const kFailover[] = {"paths_alive", "resent_bytes", "paused_ns", nullptr};
   static const char* const kPath[] = {"path", nullptr};
+  static const char* const kPathUp[] = {"path", "", nullptr};  // the second is the string `ends`
   switch (r.event) {
     case FF_EV_CONNECT:
     case FF_EV_ACCEPT: names = kConnect; break;
@@ -108,12 +110,15 @@ TimelineEvent TimelineEventFromRecord(const ff_event& r, double mono_to_wall_s) 
     case FF_EV_FAILOVER: names = kFailover; break;
     case FF_EV_DRAIN:
     case FF_EV_FAILBACK: names = kPath; break;
+    case FF_EV_PATH_UP: names = kPathUp; break;
     default: break;
   }
   e.details = nlohmann::json::object();
   for (unsigned i = 0; i < r.nargs && i < FF_EVENT_ARGS && names[i] != nullptr; ++i) {
     if (!std::strcmp(names[i], "path"))
       e.path = static_cast<int>(r.args[i]);
+    else if (!*names[i])
+      e.details["ends"] = Bounded(r.ends, sizeof(r.ends));
     else
       e.details[names[i]] = r.args[i];
   }

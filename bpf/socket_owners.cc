@@ -80,29 +80,47 @@ nlohmann::json JoinRetransmits(const std::map<SocketId, uint64_t>& retransmits, 
   for (const auto& [id, n] : retransmits) {
     nlohmann::json r = {{"local", id.local}, {"remote", id.remote}, {"count", n}};
     auto it = owners.find(id);
-    if (it != owners.end()) {
-      const int pid = it->second;
-      std::string task, peer, match = "process";
-      int path = -1;
-      for (const auto& e : timeline) {
-        if (e.pid != pid) continue;
-        if (task.empty() && !e.task.empty()) task = e.task;
-        if (e.event == "accept" && e.peer == id.local + "->" + id.remote && match != "accept") {
-          // The accept event names its first present path's socket; path choices are the connecting side's.
-          match = "accept";
-          peer = id.remote;
-          if (!e.task.empty()) task = e.task;
-        } else if (e.event == "connect" && e.peer == id.remote && match == "process") {
-          match = "peer";
-          peer = e.peer;
-          if (!e.task.empty()) task = e.task;
-        }
+    int pid = it != owners.end() ? it->second : 0;
+    const TimelineEvent* path = nullptr;
+    const TimelineEvent* connect = nullptr;
+    std::string task;
+    // path_up names the socket itself ("local->remote" connecting, the remote end accepting), so it
+    // finds the path even when the process was gone before /proc was read.
+    const std::string both = id.local + "->" + id.remote;
+    for (const auto& e : timeline) {
+      if (e.event != "path_up" || (pid != 0 && e.pid != pid)) continue;
+      const std::string ends = e.details.value("ends", std::string());
+      if (ends == both || (ends.find("->") == std::string::npos && ends == id.remote)) {
+        path = &e;
+        break;
       }
-      r["pid"] = pid;
+    }
+    if (path != nullptr) pid = path->pid;
+    if (pid == 0) {
+      rows.push_back(std::move(r));
+      continue;
+    }
+    for (const auto& e : timeline) {
+      if (e.pid != pid) continue;
+      if (task.empty() && !e.task.empty()) task = e.task;
+      if (connect == nullptr && e.event == "connect" && e.peer == id.remote) connect = &e;
+    }
+    r["pid"] = pid;
+    if (path != nullptr) {
+      r["task"] = path->task.empty() ? task : path->task;
+      r["peer"] = path->peer;
+      r["path"] = path->path;
+      r["match"] = "path";
+    } else if (connect != nullptr) {
+      r["task"] = connect->task.empty() ? task : connect->task;
+      r["peer"] = connect->peer;
+      r["path"] = -1;
+      r["match"] = "peer";
+    } else {
       r["task"] = task;
-      r["peer"] = peer;
-      r["path"] = path;
-      r["match"] = match;
+      r["peer"] = "";
+      r["path"] = -1;
+      r["match"] = "process";
     }
     rows.push_back(std::move(r));
   }

@@ -19,11 +19,13 @@ std::map<SocketId, unsigned long> ParseProcNetTcp(const std::string& text, bool 
 // namespace's /proc/<pid>/net/tcp{,6}) to `owners` as 4-tuple -> pid. Quietly skips a process that is gone.
 void ScanSocketOwners(int pid, const std::string& proc_root, std::map<SocketId, int>* owners);
 
-// One row per retransmitting socket: {local, remote, count}, and where the socket belongs to a plugin
-// process, its pid, task and peer, and "path": the path index when known (-1 otherwise), and "match":
-//   "accept"  - the socket is the path an accept event named (its "local->remote");
-//   "peer"    - its remote end is the peer address a connect event of that process named;
-//   "process" - only the process is known (a socket of a plugin process, e.g. the job's bootstrap).
+// One row per retransmitting socket: {local, remote, count}, and where it belongs to a plugin process,
+// its pid, task, peer, path (index, -1 when unknown) and "match", how it was found:
+//   "path"    - a path_up event of that process named this socket (connecting side: "local->remote";
+//               accepting side: its remote end); found even without `owners`;
+//   "peer"    - owned by the process (`owners`, from /proc) and its remote end is the peer a connect
+//               event of that process named (a path socket whose index is not known);
+//   "process" - only owned by the process (e.g. the job's bootstrap socket, not a plugin path).
 nlohmann::json JoinRetransmits(const std::map<SocketId, uint64_t>& retransmits, const std::map<SocketId, int>& owners,
                                const std::vector<TimelineEvent>& timeline);
 

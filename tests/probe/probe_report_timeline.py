@@ -30,7 +30,7 @@ flexiforce, driver, plugin = sys.argv[1:4]
 lib.skip_unless_bpf(flexiforce)
 
 TASK = f"probe-timeline-{os.getpid()}"
-CONTROL = ["connect", "accept", "path_choice", "failover", "drain", "failback", "pause", "resume"]
+CONTROL = ["connect", "accept", "path_choice", "failover", "drain", "failback", "pause", "resume", "path_up"]
 
 
 def fail(msg, *procs):
@@ -123,6 +123,24 @@ with tempfile.TemporaryDirectory() as tmp:
             ok = False
     if not any(e["event"] == "path_choice" for e in mine):
         print("FAIL: no path_choice event of our task")
+        ok = False
+    # path_up: one per path of each connect and accept, indices 0..paths-1; the connecting side names
+    # "local->remote", the accepting side the remote end, so each connecting socket's local end is an
+    # accepting path's remote end (one socket seen from both ranks), path index for path index.
+    ups = [e for e in mine if e["event"] == "path_up"]
+    for pid in sorted(ranks):
+        for kind in ("connect", "accept"):
+            want = sorted(i for e in mine if e["pid"] == pid and e["event"] == kind
+                          for i in range(e["details"]["paths"]))
+            side = [e for e in ups if e["pid"] == pid and ("->" in e["details"]["ends"]) == (kind == "connect")]
+            if sorted(e["path"] for e in side) != want or not want:
+                print(f"FAIL: pid {pid}: path_up paths {sorted(e['path'] for e in side)} for its {kind}, want {want}")
+                ok = False
+    sent = {(e["details"]["ends"].split("->")[0], e["path"]) for e in ups if "->" in e["details"]["ends"]}
+    got = {(e["details"]["ends"], e["path"]) for e in ups if "->" not in e["details"]["ends"]}
+    print(f"path_up: {len(sent)} connecting socket(s), {len(got)} accepted")
+    if not sent or sent != got:
+        print(f"FAIL: connecting path sockets {sorted(sent)} != accepted ones {sorted(got)}")
         ok = False
     if rep["timeline_dropped"] == 0:
         for kind in CONTROL:

@@ -41,41 +41,63 @@ TimelineEvent Event(int pid, const std::string& task, const std::string& kind, c
   return e;
 }
 
+TimelineEvent PathUp(int pid, const std::string& task, const std::string& peer, int path, const std::string& ends) {
+  TimelineEvent e = Event(pid, task, "path_up", peer);
+  e.path = path;
+  e.details = {{"ends", ends}};
+  return e;
+}
+
 TEST(ProbeSocketOwners, JoinsRetransmitsToTaskPeerAndPath) {
-  const SocketId accepted{"10.0.0.1:50000", "10.0.0.2:41234"};
-  const SocketId connected{"10.0.0.2:41300", "10.0.0.3:50001"};
-  const SocketId other{"10.0.0.2:41400", "10.0.0.9:22"};
+  const SocketId sent{"10.0.0.2:41300", "10.0.0.3:50001"};      // connecting side of path 1
+  const SocketId received{"10.0.0.1:50000", "10.0.0.2:41234"};  // accepting side of path 0
+  const SocketId unnamed{"10.0.0.2:41301", "10.0.0.3:50001"};   // owned, remote = a connect's peer
+  const SocketId other{"10.0.0.2:41400", "10.0.0.9:22"};        // owned, nothing else known
   const SocketId stranger{"10.0.0.5:1", "10.0.0.6:2"};
-  const std::map<SocketId, uint64_t> rt = {{accepted, 3}, {connected, 5}, {other, 1}, {stranger, 7}};
-  const std::map<SocketId, int> owners = {{accepted, 100}, {connected, 200}, {other, 200}};
+  const std::map<SocketId, uint64_t> rt = {{sent, 5}, {received, 3}, {unnamed, 2}, {other, 1}, {stranger, 7}};
+  // `sent` is not in the owners (its process ended before /proc was read): path_up alone names it.
+  const std::map<SocketId, int> owners = {{received, 100}, {unnamed, 200}, {other, 200}};
   const std::vector<TimelineEvent> tl = {
-      Event(100, "train-a", "accept", "10.0.0.1:50000->10.0.0.2:41234"),
       Event(200, "train-b", "connect", "10.0.0.3:50001"),
-      Event(200, "train-b", "path_choice", "10.0.0.3:50001"),
-      Event(300, "train-c", "connect", "10.0.0.9:22"),  // another process: not the owner of `other`
+      PathUp(200, "train-b", "10.0.0.3:50001", 0, "10.0.0.2:41299->10.0.0.3:50001"),
+      PathUp(200, "train-b", "10.0.0.3:50001", 1, "10.0.0.2:41300->10.0.0.3:50001"),
+      Event(100, "train-a", "accept", "10.0.0.2:41234"),
+      PathUp(100, "train-a", "10.0.0.2:41234", 0, "10.0.0.2:41234"),
+      PathUp(100, "train-a", "10.0.0.2:41234", 1, "10.0.0.2:41235"),
+      // Another process whose event would match `other` by peer: not its owner.
+      Event(300, "train-c", "connect", "10.0.0.9:22"),
+      // The same ends in another process: only the owner's path_up counts.
+      PathUp(300, "train-c", "10.0.0.1:50000", 4, "10.0.0.2:41234"),
   };
   const nlohmann::json rows = JoinRetransmits(rt, owners, tl);
-  ASSERT_EQ(rows.size(), 4u);
+  ASSERT_EQ(rows.size(), 5u);
   std::map<std::string, nlohmann::json> by_local;
   for (const auto& r : rows) by_local[r["local"].get<std::string>()] = r;
-  const auto& a = by_local[accepted.local];
-  EXPECT_EQ(a["count"], 3);
-  EXPECT_EQ(a["pid"], 100);
-  EXPECT_EQ(a["task"], "train-a");
-  EXPECT_EQ(a["match"], "accept");
-  EXPECT_EQ(a["peer"], accepted.remote);
-  const auto& c = by_local[connected.local];
-  EXPECT_EQ(c["task"], "train-b");
-  EXPECT_EQ(c["match"], "peer");
-  EXPECT_EQ(c["peer"], "10.0.0.3:50001");
+  const auto& s = by_local[sent.local];
+  EXPECT_EQ(s["count"], 5);
+  EXPECT_EQ(s["pid"], 200);
+  EXPECT_EQ(s["task"], "train-b");
+  EXPECT_EQ(s["peer"], "10.0.0.3:50001");
+  EXPECT_EQ(s["path"], 1);
+  EXPECT_EQ(s["match"], "path");
+  const auto& r = by_local[received.local];
+  EXPECT_EQ(r["pid"], 100);
+  EXPECT_EQ(r["task"], "train-a");
+  EXPECT_EQ(r["path"], 0);
+  EXPECT_EQ(r["match"], "path");
+  const auto& u = by_local[unnamed.local];
+  EXPECT_EQ(u["task"], "train-b");
+  EXPECT_EQ(u["peer"], "10.0.0.3:50001");
+  EXPECT_EQ(u["path"], -1);
+  EXPECT_EQ(u["match"], "peer");
   const auto& o = by_local[other.local];
   EXPECT_EQ(o["pid"], 200);
   EXPECT_EQ(o["task"], "train-b");
   EXPECT_EQ(o["match"], "process");
   EXPECT_EQ(o["peer"], "");
-  const auto& s = by_local[stranger.local];
-  EXPECT_EQ(s["count"], 7);
-  EXPECT_FALSE(s.contains("pid"));
+  const auto& x = by_local[stranger.local];
+  EXPECT_EQ(x["count"], 7);
+  EXPECT_FALSE(x.contains("pid"));
 }
 
 // A real socket of this process is found in /proc with this pid.
