@@ -161,9 +161,17 @@ std::string FindingsMarkdown(const ReportFindings& f) {
   }
   o << "\n## Hot spots\n\n";
   if (f.hot_spots.empty()) o << "none\n";
-  for (const auto& m : f.hot_spots)
-    o << "- " << m["where"].get<std::string>() << ": " << m["bytes"] << " bytes ("
-      << Fmt("%.0f", 100 * m["share"].get<double>()) << "% of all)\n";
+  for (const auto& m : f.hot_spots) {
+    if (m.contains("link"))
+      o << "- " << m["where"].get<std::string>() << ": task " << m["task"].get<std::string>() << " sent " << m["bytes"]
+        << " of its " << m["link_bytes"] << " bytes (" << Fmt("%.0f", 100 * m["share"].get<double>()) << "%)\n";
+    else
+      o << "- " << m["where"].get<std::string>() << ": " << m["bytes"] << " bytes ("
+        << Fmt("%.0f", 100 * m["share"].get<double>()) << "% of all)\n";
+  }
+  if (!f.links.is_null() && f.links["unrouted_bytes"].get<uint64_t>() != 0)
+    o << "\n" << f.links["unrouted_bytes"] << " sent bytes not placed on the topology (no path socket, or its addresses "
+      << "are not in the file)\n";
   return o.str();
 }
 
