@@ -68,7 +68,7 @@ struct ff_event {
   unsigned int nargs;           /* how many of args the probe passed */
   char comm[16];
   char peer[FF_PROBE_PEER_LEN];
-  char ends[2 * FF_PROBE_PEER_LEN]; /* path_up: the path socket's ends */
+  char ends[2 * FF_PROBE_PEER_LEN + 16]; /* path_up: the path socket's ends, "[v6]:port->[v6]:port" fits */
 };
 #define FF_EVENT_RING_BYTES (256 * 1024)
 

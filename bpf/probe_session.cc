@@ -29,6 +29,7 @@ int QuietPrint(enum libbpf_print_level level, const char* fmt, va_list args) {
 struct UsdtProgram {
   bpf_program* prog;
   const char* probe;
+  bool optional = false;  // newer than some plugin builds: attached where the file has it
 };
 
 }  // namespace
@@ -141,11 +142,16 @@ bool ProbeSession::AttachPlugin(const std::string& path, int pid, std::string* e
       {p.recv_done, "recv_done"},     {p.on_connect, "connect"},  {p.on_accept, "accept"},
       {p.path_choice, "path_choice"}, {p.failover, "failover"},   {p.drain, "drain"},
       {p.failback, "failback"},       {p.on_pause, "pause"},      {p.on_resume, "resume"},
-      {p.path_up, "path_up"},
+      {p.path_up, "path_up", true},
   };
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> fresh;
   for (const auto& u : programs) {
     bpf_link* l = bpf_program__attach_usdt(u.prog, pid, path.c_str(), "flexiforce", u.probe, nullptr);
+    if (l == nullptr && u.optional) {
+      std::fprintf(stderr, "flexiforce probe: %s has no USDT flexiforce:%s (an older build): its path sockets are not named\n",
+                   path.c_str(), u.probe);
+      continue;
+    }
     if (l == nullptr) {
       *error = "cannot attach to USDT flexiforce:" + std::string(u.probe) + " in " + path + ": " + std::strerror(errno);
       return false;  // `fresh` detaches what this call attached
