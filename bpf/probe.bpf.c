@@ -31,6 +31,20 @@ struct {
   __type(value, __u64);
 } events SEC(".maps");
 
+// Control-plane events, one record each, for the report's timeline (the counters above stay).
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, FF_EVENT_RING_BYTES);
+} event_ring SEC(".maps");
+
+// Events the ring had no room for (index 0).
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+} ring_drops SEC(".maps");
+
 // Keys are too large for the 512-byte stack together with the rest; one scratch slot per CPU.
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -98,20 +112,67 @@ int BPF_USDT(recv_done, __u64 task_hash, __u64 collective, __u64 bytes, void* pe
   return record_done(FF_PROBE_RECV, task_hash, collective, bytes, peer, path, sla_us, latency_ns, task);
 }
 
-// Posts and control-plane events are only counted: the table shows them per interval.
+// Posts are only counted: the table shows them per interval.
 #define FF_COUNTING_PROBE(name, ev) \
   SEC("usdt") int name(struct pt_regs* ctx) { count_event(ev); return 0; }
 
 FF_COUNTING_PROBE(send_post, FF_EV_SEND_POST)
 FF_COUNTING_PROBE(recv_post, FF_EV_RECV_POST)
-FF_COUNTING_PROBE(on_connect, FF_EV_CONNECT)
-FF_COUNTING_PROBE(on_accept, FF_EV_ACCEPT)
-FF_COUNTING_PROBE(path_choice, FF_EV_PATH_CHOICE)
-FF_COUNTING_PROBE(failover, FF_EV_FAILOVER)
-FF_COUNTING_PROBE(drain, FF_EV_DRAIN)
-FF_COUNTING_PROBE(failback, FF_EV_FAILBACK)
-FF_COUNTING_PROBE(on_pause, FF_EV_PAUSE)
-FF_COUNTING_PROBE(on_resume, FF_EV_RESUME)
+
+// Control-plane probes (task hash, peer, then up to three integers): counted, and one record each
+// into the ring buffer.
+static __always_inline int emit_event(struct pt_regs* ctx, __u32 ev, int string_arg3) {
+  count_event(ev);
+  struct ff_event* e = bpf_ringbuf_reserve(&event_ring, sizeof(*e), 0);
+  if (!e) {
+    __u32 zero = 0;
+    __u64* n = bpf_map_lookup_elem(&ring_drops, &zero);
+    if (n) __sync_fetch_and_add(n, 1);
+    return 0;
+  }
+  __builtin_memset(e, 0, sizeof(*e));
+  e->time_ns = bpf_ktime_get_ns();
+  __u64 id = bpf_get_current_pid_tgid();
+  e->pid = id >> 32;
+  e->tid = (__u32)id;
+  e->event = ev;
+  bpf_get_current_comm(e->comm, sizeof(e->comm));
+  long v = 0;
+  if (bpf_usdt_arg(ctx, 0, &v) == 0) e->task_hash = (__u64)v;
+  v = 0;
+  if (bpf_usdt_arg(ctx, 1, &v) == 0 && v) bpf_probe_read_user_str(e->peer, sizeof(e->peer), (const void*)v);
+  int n = bpf_usdt_arg_cnt(ctx);
+  e->nargs = n > 2 ? (__u32)(n - 2) : 0;
+  if (e->nargs > FF_EVENT_ARGS) e->nargs = FF_EVENT_ARGS;
+  v = 0;
+  if (n > 2 && bpf_usdt_arg(ctx, 2, &v) == 0) e->args[0] = v;
+  v = 0;
+  if (n > 3 && bpf_usdt_arg(ctx, 3, &v) == 0) {
+    if (string_arg3) {
+      if (v) bpf_probe_read_user_str(e->ends, sizeof(e->ends), (const void*)v);
+    } else {
+      e->args[1] = v;
+    }
+  }
+  v = 0;
+  if (n > 4 && bpf_usdt_arg(ctx, 4, &v) == 0) e->args[2] = v;
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+#define FF_EVENT_PROBE(name, ev) \
+  SEC("usdt") int name(struct pt_regs* ctx) { return emit_event(ctx, ev, 0); }
+
+FF_EVENT_PROBE(on_connect, FF_EV_CONNECT)
+FF_EVENT_PROBE(on_accept, FF_EV_ACCEPT)
+FF_EVENT_PROBE(path_choice, FF_EV_PATH_CHOICE)
+FF_EVENT_PROBE(failover, FF_EV_FAILOVER)
+FF_EVENT_PROBE(drain, FF_EV_DRAIN)
+FF_EVENT_PROBE(failback, FF_EV_FAILBACK)
+FF_EVENT_PROBE(on_pause, FF_EV_PAUSE)
+FF_EVENT_PROBE(on_resume, FF_EV_RESUME)
+
+SEC("usdt") int path_up(struct pt_regs* ctx) { return emit_event(ctx, FF_EV_PATH_UP, 1); }
 
 // BTF-typed tracepoint: needs no tracefs mount, and reads the socket with CO-RE.
 SEC("tp_btf/tcp_retransmit_skb")

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <string>
 
@@ -12,6 +13,7 @@
 #ifdef FF_HAVE_BPF_PROBE
 #include "bpf/probe_collect.h"
 #include "bpf/report_analysis.h"
+#include "pathctl/topology_json.h"
 #endif
 
 namespace ff {
@@ -80,6 +82,10 @@ void PrintTable(const probe::Snapshot& s, double elapsed, double interval) {
                 static_cast<double>(c.QuantileNs(0.99)) / 1e3, static_cast<unsigned long long>(c.sla_us),
                 static_cast<unsigned long long>(c.sla_violations));
   }
+  for (const auto& e : s.timeline)
+    std::printf("event %s pid %d task %s %s peer %s path %s %s\n", probe::IsoTime(e.wall_s).c_str(), e.pid,
+                e.task.c_str(), e.event.c_str(), e.peer.c_str(), e.path < 0 ? "-" : std::to_string(e.path).c_str(),
+                e.details.dump().c_str());
   for (const auto& [id, n] : s.retransmits)
     std::printf("retransmits %s -> %s: %llu\n", id.local.c_str(), id.remote.c_str(), static_cast<unsigned long long>(n));
   std::fflush(stdout);
@@ -131,10 +137,22 @@ int RunReport(int argc, char** argv) {
   AddCollectOptions(app, o);
   app.add_option("--duration", o.duration_s, "seconds to observe")->check(CLI::Range(0.05, 86400.0))->capture_default_str();
   app.add_option("--out", out, "directory for the report files")->required();
+  std::string topology_file;
+  app.add_option("--topology", topology_file,
+                 "fabric topology (pathctl's JSON format): hot spots become links on which one task sends > 80% of the bytes");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  std::optional<pathctl::Topology> topology;
+  if (!topology_file.empty()) {
+    std::string error;
+    topology = pathctl::LoadTopologyFile(topology_file, &error);
+    if (!topology) {
+      std::fprintf(stderr, "flexiforce probe report: %s: %s\n", topology_file.c_str(), error.c_str());
+      return 2;
+    }
   }
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
@@ -145,7 +163,7 @@ int RunReport(int argc, char** argv) {
   if (o.interval_s < o.duration_s) o.interval_s = o.duration_s;  // nothing to print meanwhile
   int rc = probe::Collect(o, [&](const probe::Snapshot&, const probe::Snapshot& total, double elapsed, bool last) {
     if (!last) return;
-    const probe::ReportFindings f = probe::Analyze(total);
+    const probe::ReportFindings f = probe::Analyze(total, topology ? &*topology : nullptr);
     std::ofstream(out + "/report.json") << probe::ReportJson(total, f, elapsed).dump(2) << "\n";
     std::ofstream(out + "/report.md") << probe::ReportMarkdown(total, f, elapsed);
     std::ofstream(out + "/report.html") << probe::ReportHtml(total, f, elapsed);

@@ -9,12 +9,14 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
 #include "bpf/bpf_permission.h"
 #include "bpf/plugin_procs.h"
 #include "bpf/probe_session.h"
+#include "bpf/socket_owners.h"
 
 namespace ff::probe {
 
@@ -39,6 +41,22 @@ void AttachNew(ProbeSession& s, const CollectOptions& o, std::set<std::string>* 
       std::fprintf(stderr, "flexiforce probe: skipping %s: %s\n", path.c_str(), error.c_str());
       failed->insert(path);
     }
+  }
+}
+
+// Notes the TCP sockets of every process that sent a control-plane event (every process with a plugin
+// connection does) and of --pid, so that retransmitting sockets can be named after their task.
+void ScanOwners(const std::vector<TimelineEvent>& timeline, const CollectOptions& o, std::set<int>* gone, std::map<SocketId, int>* owners) {
+  std::set<int> pids;
+  for (const auto& e : timeline) pids.insert(e.pid);
+  if (o.pid > 0) pids.insert(o.pid);
+  for (int pid : pids) {
+    if (gone->count(pid)) continue;
+    if (access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0) {
+      gone->insert(pid);
+      continue;
+    }
+    ScanSocketOwners(pid, "/proc", owners);
   }
 }
 
@@ -83,6 +101,9 @@ int Collect(const CollectOptions& o, const IntervalSink& sink) {
   // single interval is its whole duration); the file's later processes are covered once it is attached.
   const auto rescan_every = std::chrono::duration<double>(std::min(o.interval_s, 1.0));
   auto last_scan = start;
+  std::map<SocketId, int> owners;
+  std::set<int> gone;
+  auto last_owner_scan = start;
   for (int tick = 1;; ++tick) {
     const auto due = start + std::chrono::duration<double>(o.interval_s * tick);
     bool last = false;
@@ -91,16 +112,29 @@ int Collect(const CollectOptions& o, const IntervalSink& sink) {
         last = true;
         break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      session->PollEvents(20);  // also the loop's pace: returns after 20 ms without events
       if (o.pid <= 0 && Clock::now() - last_scan >= rescan_every) {
         AttachNew(*session, o, &failed);
         last_scan = Clock::now();
+      }
+      if (Clock::now() - last_owner_scan >= std::chrono::seconds(1)) {
+        session->PollEvents(0);
+        ScanOwners(session->timeline(), o, &gone, &owners);
+        last_owner_scan = Clock::now();
       }
     }
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     if (o.duration_s > 0 && elapsed + 1e-3 >= o.duration_s) last = true;
     Snapshot now = session->Read();
-    sink(Difference(now, before), Difference(now, origin), elapsed, last);
+    ScanOwners(now.timeline, o, &gone, &owners);
+    now.socket_owners = owners;
+    Snapshot total = Difference(now, origin);
+    total.timeline = now.timeline;  // every event since the probe attached
+    total.timeline_dropped = now.timeline_dropped;
+    total.socket_owners = owners;
+    Snapshot interval = Difference(now, before);
+    interval.socket_owners = owners;
+    sink(interval, total, elapsed, last);
     if (last) break;
     before = std::move(now);
   }

@@ -52,7 +52,24 @@ enum ff_probe_event {
   FF_EV_FAILBACK,
   FF_EV_PAUSE,
   FF_EV_RESUME,
+  FF_EV_PATH_UP,
   FF_EV_COUNT
 };
+
+/* One control-plane event, as the `event_ring` ring buffer carries it. */
+#define FF_EVENT_ARGS 3
+struct ff_event {
+  unsigned long long time_ns;   /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+  unsigned long long task_hash;
+  long long args[FF_EVENT_ARGS]; /* the probe's arguments after task hash and peer, 0 where it has fewer */
+  unsigned int pid;             /* thread group */
+  unsigned int tid;
+  unsigned int event;           /* enum ff_probe_event */
+  unsigned int nargs;           /* how many of args the probe passed */
+  char comm[16];
+  char peer[FF_PROBE_PEER_LEN];
+  char ends[2 * FF_PROBE_PEER_LEN + 16]; /* path_up: the path socket's ends, "[v6]:port->[v6]:port" fits */
+};
+#define FF_EVENT_RING_BYTES (256 * 1024)
 
 #endif

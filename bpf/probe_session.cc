@@ -9,6 +9,9 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iterator>
 #include <utility>
 
 #include "probe.skel.h"
@@ -26,12 +29,65 @@ int QuietPrint(enum libbpf_print_level level, const char* fmt, va_list args) {
 struct UsdtProgram {
   bpf_program* prog;
   const char* probe;
+  bool optional = false;  // newer than some plugin builds: attached where the file has it
 };
 
 }  // namespace
 
 void ProbeSession::SkeletonDeleter::operator()(probe_bpf* s) const { probe_bpf__destroy(s); }
 void ProbeSession::LinkDeleter::operator()(bpf_link* l) const { bpf_link__destroy(l); }
+void ProbeSession::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
+
+int ProbeSession::OnEvent(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<ProbeSession*>(ctx);
+  if (size < sizeof(ff_event)) return 0;
+  if (self->timeline_.size() >= kMaxTimeline) {
+    ++self->capped_;
+    return 0;
+  }
+  ff_event r;
+  std::memcpy(&r, data, sizeof(r));
+  self->timeline_.push_back(TimelineEventFromRecord(r, self->mono_to_wall_s_));
+  // The process may be gone by the time the report is written: note its candidate task ids now.
+  const int pid = self->timeline_.back().pid;
+  if (!self->environ_ids_.count(pid)) {
+    std::vector<std::string>& ids = self->environ_ids_[pid];
+    std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t start = 0;
+    while (start < env.size()) {
+      size_t end = env.find('\0', start);
+      if (end == std::string::npos) end = env.size();
+      const std::string var = env.substr(start, end - start);
+      const size_t eq = var.find('=');
+      if (eq != std::string::npos) ids.push_back(var.substr(eq + 1));
+      start = end + 1;
+    }
+  }
+  return 0;
+}
+
+void ProbeSession::PollEvents(int timeout_ms) {
+  if (ring_) ring_buffer__poll(ring_.get(), timeout_ms);
+}
+
+void ProbeSession::ResolveTasks() {
+  for (auto& e : timeline_) {
+    if (!e.task.empty()) continue;
+    if (auto it = task_names_.find(e.task_hash); it != task_names_.end()) {
+      e.task = it->second;
+      continue;
+    }
+    // Any value of the process's environment whose hash matches (AI_TASK_ID, a launcher's job id).
+    if (auto it = environ_ids_.find(e.pid); it != environ_ids_.end())
+      for (const auto& id : it->second)
+        if (TaskHash(id) == e.task_hash) {
+          e.task = id;
+          task_names_[e.task_hash] = id;
+          break;
+        }
+  }
+}
 
 std::unique_ptr<ProbeSession> ProbeSession::Open(std::string* error) {
   libbpf_set_print(QuietPrint);
@@ -52,11 +108,22 @@ std::unique_ptr<ProbeSession> ProbeSession::Open(std::string* error) {
     return nullptr;
   }
   s->links_.emplace_back(tp);
+  timespec mono{}, real{};
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  clock_gettime(CLOCK_REALTIME, &real);
+  s->mono_to_wall_s_ = (static_cast<double>(real.tv_sec) + real.tv_nsec / 1e9) -
+                       (static_cast<double>(mono.tv_sec) + mono.tv_nsec / 1e9);
+  s->ring_.reset(ring_buffer__new(bpf_map__fd(s->skel_->maps.event_ring), &ProbeSession::OnEvent, s.get(), nullptr));
+  if (!s->ring_) {
+    *error = std::string("cannot open the event ring buffer: ") + std::strerror(errno);
+    return nullptr;
+  }
   return s;
 }
 
 ProbeSession::~ProbeSession() {
   links_.clear();  // detach before the programs go
+  ring_.reset();
 }
 
 bool ProbeSession::AttachPlugin(const std::string& path, int pid, std::string* error) {
@@ -75,10 +142,16 @@ bool ProbeSession::AttachPlugin(const std::string& path, int pid, std::string* e
       {p.recv_done, "recv_done"},     {p.on_connect, "connect"},  {p.on_accept, "accept"},
       {p.path_choice, "path_choice"}, {p.failover, "failover"},   {p.drain, "drain"},
       {p.failback, "failback"},       {p.on_pause, "pause"},      {p.on_resume, "resume"},
+      {p.path_up, "path_up", true},
   };
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> fresh;
   for (const auto& u : programs) {
     bpf_link* l = bpf_program__attach_usdt(u.prog, pid, path.c_str(), "flexiforce", u.probe, nullptr);
+    if (l == nullptr && u.optional) {
+      std::fprintf(stderr, "flexiforce probe: %s has no USDT flexiforce:%s (an older build): its path sockets are not named\n",
+                   path.c_str(), u.probe);
+      continue;
+    }
     if (l == nullptr) {
       *error = "cannot attach to USDT flexiforce:" + std::string(u.probe) + " in " + path + ": " + std::strerror(errno);
       return false;  // `fresh` detaches what this call attached
@@ -90,7 +163,8 @@ bool ProbeSession::AttachPlugin(const std::string& path, int pid, std::string* e
   return true;
 }
 
-Snapshot ProbeSession::Read() const {
+Snapshot ProbeSession::Read() {
+  PollEvents(0);
   Snapshot s;
   const int flows = bpf_map__fd(skel_->maps.flows);
   ff_flow_key k{}, next{};
@@ -100,7 +174,9 @@ Snapshot ProbeSession::Read() const {
     if (bpf_map_lookup_elem(flows, &next, &v) == 0) {
       // Merge: two raw keys that differ only in the task hash show as one row.
       FlowCounters c = CountersFromValue(v);
-      FlowCounters& row = s.flows[FlowIdFromKey(next)];
+      const FlowId id = FlowIdFromKey(next);
+      task_names_.emplace(next.task_hash, id.task);
+      FlowCounters& row = s.flows[id];
       row.messages += c.messages;
       row.bytes += c.bytes;
       row.latency_sum_ns += c.latency_sum_ns;
@@ -125,6 +201,12 @@ Snapshot ProbeSession::Read() const {
     uint64_t n = 0;
     if (bpf_map_lookup_elem(ev, &i, &n) == 0) s.events[i] = n;
   }
+  uint32_t zero = 0;
+  uint64_t drops = 0;
+  bpf_map_lookup_elem(bpf_map__fd(skel_->maps.ring_drops), &zero, &drops);
+  s.timeline_dropped = drops + capped_;
+  ResolveTasks();
+  s.timeline = timeline_;
   return s;
 }
 

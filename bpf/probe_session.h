@@ -1,6 +1,7 @@
 // A loaded probe: the BPF object, its links to the plugin's USDT probes and the TCP tracepoint.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -10,6 +11,7 @@
 
 struct probe_bpf;
 struct bpf_link;
+struct ring_buffer;
 
 namespace ff::probe {
 
@@ -28,8 +30,17 @@ class ProbeSession {
   // One entry per attached {pid, file} ("pid:device:inode").
   const std::set<std::string>& attached() const { return attached_; }
 
-  // Reads every map (cumulative counters since Open).
-  Snapshot Read() const;
+  // Reads every map (cumulative counters since Open), and every event received so far.
+  Snapshot Read();
+
+  // Waits up to `timeout_ms` for control-plane events and takes what the ring buffer holds.
+  void PollEvents(int timeout_ms);
+
+  // The events received so far (no map reads).
+  const std::vector<TimelineEvent>& timeline() const { return timeline_; }
+
+  // At most this many events are kept; later ones are counted as dropped.
+  static constexpr size_t kMaxTimeline = 200000;
 
  private:
   ProbeSession() = default;
@@ -39,7 +50,20 @@ class ProbeSession {
   struct LinkDeleter {
     void operator()(bpf_link* l) const;
   };
+  struct RingDeleter {
+    void operator()(ring_buffer* r) const;
+  };
+  static int OnEvent(void* ctx, void* data, size_t size);
+  // Fills in the task of events that lack one: from the flows' task names, or the process's environment.
+  void ResolveTasks();
+
   std::unique_ptr<probe_bpf, SkeletonDeleter> skel_;
+  std::unique_ptr<ring_buffer, RingDeleter> ring_;
+  double mono_to_wall_s_ = 0;
+  std::vector<TimelineEvent> timeline_;
+  uint64_t capped_ = 0;
+  std::map<uint64_t, std::string> task_names_;   // task hash -> task id, from the flow keys
+  std::map<int, std::vector<std::string>> environ_ids_;  // pid -> candidate task ids in its environment
   // Declared after skel_ so links are destroyed first.
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> links_;
   std::set<std::string> attached_;

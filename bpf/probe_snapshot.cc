@@ -3,7 +3,10 @@
 
 #include <arpa/inet.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 
 #include "sla/collective_id.h"
 
@@ -71,12 +74,89 @@ SocketId SocketIdFromKey(const ff_sock_key& k) {
 
 const char* EventName(int ev) {
   static const char* const kNames[FF_EV_COUNT] = {"send_post", "recv_post", "connect", "accept", "path_choice",
-                                                  "failover",  "drain",     "failback", "pause",  "resume"};
+                                                  "failover",  "drain",     "failback", "pause",  "resume",
+                                                  "path_up"};
   return ev >= 0 && ev < FF_EV_COUNT ? kNames[ev] : "?";
+}
+
+uint64_t TaskHash(const std::string& task_id) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : task_id) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+TimelineEvent TimelineEventFromRecord(const ff_event& r, double mono_to_wall_s) {
+  TimelineEvent e;
+  e.mono_ns = r.time_ns;
+  e.wall_s = static_cast<double>(r.time_ns) / 1e9 + mono_to_wall_s;
+  e.pid = static_cast<int>(r.pid);
+  e.tid = static_cast<int>(r.tid);
+  e.comm = Bounded(r.comm, sizeof(r.comm));
+  e.task_hash = r.task_hash;
+  e.peer = Bounded(r.peer, sizeof(r.peer));
+  e.event = EventName(static_cast<int>(r.event));
+  // Argument names after task hash and peer (core/probes.h).
+  static const char* const kNone[] = {nullptr};
+  const char* const* names = kNone;
+  static const char* const kConnect[] = {"paths", "sla_us", "traffic_class", nullptr};
+  static const char* const kChoice[] = {"path", "plan_path_id", "sla_attainable", nullptr};
+  static const char* const kFailover[] = {"paths_alive", "resent_bytes", "paused_ns", nullptr};
+  static const char* const kPath[] = {"path", nullptr};
+  static const char* const kPathUp[] = {"path", "", nullptr};  // the second is the string `ends`
+  switch (r.event) {
+    case FF_EV_CONNECT:
+    case FF_EV_ACCEPT: names = kConnect; break;
+    case FF_EV_PATH_CHOICE: names = kChoice; break;
+    case FF_EV_FAILOVER: names = kFailover; break;
+    case FF_EV_DRAIN:
+    case FF_EV_FAILBACK: names = kPath; break;
+    case FF_EV_PATH_UP: names = kPathUp; break;
+    default: break;
+  }
+  e.details = nlohmann::json::object();
+  for (unsigned i = 0; i < r.nargs && i < FF_EVENT_ARGS && names[i] != nullptr; ++i) {
+    if (!std::strcmp(names[i], "path"))
+      e.path = static_cast<int>(r.args[i]);
+    else if (!*names[i])
+      e.details["ends"] = Bounded(r.ends, sizeof(r.ends));
+    else
+      e.details[names[i]] = r.args[i];
+  }
+  return e;
+}
+
+std::string IsoTime(double wall_s) {
+  const double whole = std::floor(wall_s);
+  const std::time_t t = static_cast<std::time_t>(whole);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[48];
+  const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof(buf) - n, ".%06ldZ", static_cast<long>((wall_s - whole) * 1e6));
+  return buf;
+}
+
+nlohmann::json TimelineJson(const std::vector<TimelineEvent>& events) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& e : events)
+    a.push_back({{"time", IsoTime(e.wall_s)},
+                 {"mono_ns", e.mono_ns},
+                 {"pid", e.pid},
+                 {"tid", e.tid},
+                 {"comm", e.comm},
+                 {"task", e.task},
+                 {"event", e.event},
+                 {"peer", e.peer},
+                 {"path", e.path},
+                 {"details", e.details}});
+  return a;
 }
 
 Snapshot Difference(const Snapshot& now, const Snapshot& before) {
   Snapshot d;
+  if (now.timeline.size() > before.timeline.size())
+    d.timeline.assign(now.timeline.begin() + static_cast<std::ptrdiff_t>(before.timeline.size()), now.timeline.end());
+  d.timeline_dropped = now.timeline_dropped - before.timeline_dropped;
   for (const auto& [id, c] : now.flows) {
     auto it = before.flows.find(id);
     FlowCounters diff = it == before.flows.end() ? c : Minus(c, it->second);
@@ -115,6 +195,8 @@ nlohmann::json SnapshotJson(const Snapshot& s) {
     j["retransmits"].push_back({{"local", id.local}, {"remote", id.remote}, {"count", n}});
   j["events"] = nlohmann::json::object();
   for (int i = 0; i < FF_EV_COUNT; ++i) j["events"][EventName(i)] = s.events[static_cast<size_t>(i)];
+  j["timeline"] = TimelineJson(s.timeline);
+  j["timeline_dropped"] = s.timeline_dropped;
   return j;
 }
 

@@ -1,6 +1,9 @@
 // Report findings: SLA misses per task, latency outliers among peer pairs, retransmits, hot spots.
 #include "bpf/report_analysis.h"
 
+#include "bpf/link_hot_spots.h"
+#include "bpf/socket_owners.h"
+
 #include <cmath>
 #include <map>
 
@@ -22,7 +25,7 @@ struct Acc {
 
 }  // namespace
 
-ReportFindings Analyze(const Snapshot& total) {
+ReportFindings Analyze(const Snapshot& total, const pathctl::Topology* topology) {
   ReportFindings f;
   // Send-side completion (acknowledged by the receiver) is the latency a rank waits for; receive rows
   // would count each message twice in a loopback run.
@@ -58,9 +61,12 @@ ReportFindings Analyze(const Snapshot& total) {
                                    {"threshold_us", (mean + 3 * sigma) / 1000}});
     }
   }
-  for (const auto& [id, n] : total.retransmits)
-    f.retransmits.push_back({{"local", id.local}, {"remote", id.remote}, {"count", n}});
-  if (!peer_paths.empty()) {
+  f.retransmits = JoinRetransmits(total.retransmits, total.socket_owners, total.timeline);
+  if (topology != nullptr) {
+    LinkLoad l = LinkHotSpots(total, *topology);
+    f.hot_spots = std::move(l.hot_spots);
+    f.links = {{"links", std::move(l.links)}, {"unrouted_bytes", l.unrouted_bytes}};
+  } else if (!peer_paths.empty()) {
     double bytes = 0;
     for (const auto& [k, a] : peer_paths) bytes += static_cast<double>(a.bytes);
     const double mean = bytes / static_cast<double>(peer_paths.size());
@@ -79,6 +85,7 @@ nlohmann::json ReportJson(const Snapshot& total, const ReportFindings& f, double
                    {"outlier_pairs", f.outlier_pairs},
                    {"retransmits", f.retransmits},
                    {"hot_spots", f.hot_spots}};
+  if (!f.links.is_null()) j["findings"]["topology_links"] = f.links;
   return j;
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bpf/probe_snapshot.h"
+#include "pathctl/topology.h"
 
 namespace ff::probe {
 
@@ -14,10 +15,14 @@ struct ReportFindings {
   nlohmann::json sla_misses = nlohmann::json::array();  // tasks with messages slower than their SLA
   nlohmann::json outlier_pairs = nlohmann::json::array();  // {task, peer} mean latency above mean + 3 sigma
   nlohmann::json retransmits = nlohmann::json::array();
-  nlohmann::json hot_spots = nlohmann::json::array();  // peers/paths carrying over twice the mean bytes
+  // Without a topology: peers/paths carrying over twice the mean bytes. With one: links on which one
+  // task sent more than 80% of the bytes (bpf/link_hot_spots.h).
+  nlohmann::json hot_spots = nlohmann::json::array();
+  nlohmann::json links;  // with a topology: every loaded link's bytes per task, and the unrouted bytes
 };
 
-ReportFindings Analyze(const Snapshot& total);
+// `topology`: the fabric file (pathctl's format) when given, for the link hot spots.
+ReportFindings Analyze(const Snapshot& total, const pathctl::Topology* topology = nullptr);
 
 // The whole report as JSON: findings, totals, duration.
 nlohmann::json ReportJson(const Snapshot& total, const ReportFindings& f, double duration_s);

@@ -148,12 +148,82 @@ std::string FindingsMarkdown(const ReportFindings& f) {
   o << "\n## TCP retransmits\n\n";
   if (f.retransmits.empty()) o << "none\n";
   for (const auto& m : f.retransmits)
-    o << "- " << m["local"].get<std::string>() << " -> " << m["remote"].get<std::string>() << ": " << m["count"] << "\n";
+  {
+    o << "- " << m["local"].get<std::string>() << " -> " << m["remote"].get<std::string>() << ": " << m["count"];
+    if (m.contains("pid")) {
+      o << " (task " << (m["task"].get<std::string>().empty() ? "?" : m["task"].get<std::string>()) << ", pid "
+        << m["pid"];
+      if (!m["peer"].get<std::string>().empty()) o << ", peer " << m["peer"].get<std::string>();
+      if (m["path"].get<int>() >= 0) o << ", path " << m["path"];
+      o << (m["match"] == "process" ? "; a socket of that process, not known to be a path" : "") << ")";
+    }
+    o << "\n";
+  }
   o << "\n## Hot spots\n\n";
   if (f.hot_spots.empty()) o << "none\n";
-  for (const auto& m : f.hot_spots)
-    o << "- " << m["where"].get<std::string>() << ": " << m["bytes"] << " bytes ("
-      << Fmt("%.0f", 100 * m["share"].get<double>()) << "% of all)\n";
+  for (const auto& m : f.hot_spots) {
+    if (m.contains("link"))
+      o << "- " << m["where"].get<std::string>() << ": task " << m["task"].get<std::string>() << " sent " << m["bytes"]
+        << " of its " << m["link_bytes"] << " bytes (" << Fmt("%.0f", 100 * m["share"].get<double>()) << "%)\n";
+    else
+      o << "- " << m["where"].get<std::string>() << ": " << m["bytes"] << " bytes ("
+        << Fmt("%.0f", 100 * m["share"].get<double>()) << "% of all)\n";
+  }
+  if (!f.links.is_null() && f.links["unrouted_bytes"].get<uint64_t>() != 0)
+    o << "\n" << f.links["unrouted_bytes"] << " sent bytes not placed on the topology (no path socket, or its addresses "
+      << "are not in the file)\n";
+  return o.str();
+}
+
+// Rows of the event timeline shown in Markdown/HTML (report.json has every event).
+constexpr size_t kTimelineRows = 1000;
+
+std::string DetailsText(const nlohmann::json& d) {
+  std::string out;
+  for (const auto& [k, v] : d.items()) out += (out.empty() ? "" : ", ") + k + "=" + v.dump();
+  return out;
+}
+
+std::string TimelineMarkdown(const Snapshot& total) {
+  std::ostringstream o;
+  o << "\n## Event timeline\n\n";
+  if (total.timeline.empty()) {
+    o << "none";
+    if (total.timeline_dropped) o << " (" << total.timeline_dropped << " dropped)";
+    o << "\n";
+    return o.str();
+  }
+  o << "| time (UTC) | pid | task | event | peer | path | details |\n|---|---|---|---|---|---|---|\n";
+  size_t n = 0;
+  for (const auto& e : total.timeline) {
+    if (n++ == kTimelineRows) break;
+    o << "| " << IsoTime(e.wall_s) << " | " << e.pid << " | " << e.task << " | " << e.event << " | " << e.peer
+      << " | " << (e.path < 0 ? std::string("-") : std::to_string(e.path)) << " | " << DetailsText(e.details) << " |\n";
+  }
+  if (total.timeline.size() > kTimelineRows)
+    o << "\n" << total.timeline.size() - kTimelineRows << " more in report.json\n";
+  if (total.timeline_dropped) o << "\n" << total.timeline_dropped << " event(s) dropped (ring buffer full)\n";
+  return o.str();
+}
+
+std::string TimelineHtml(const Snapshot& total) {
+  std::ostringstream o;
+  o << "<h2>Event timeline</h2>";
+  if (total.timeline.empty()) return o.str() + "<p>none</p>";
+  o << "<table><tr><th>time (UTC)</th><th>pid</th><th>task</th><th>event</th><th>peer</th><th>path</th>"
+       "<th>details</th></tr>";
+  size_t n = 0;
+  for (const auto& e : total.timeline) {
+    if (n++ == kTimelineRows) break;
+    o << "<tr><td>" << IsoTime(e.wall_s) << "</td><td>" << e.pid << "</td><td>" << Escape(e.task) << "</td><td>"
+      << Escape(e.event) << "</td><td>" << Escape(e.peer) << "</td><td>"
+      << (e.path < 0 ? std::string("-") : std::to_string(e.path)) << "</td><td>" << Escape(DetailsText(e.details))
+      << "</td></tr>";
+  }
+  o << "</table>";
+  if (total.timeline.size() > kTimelineRows)
+    o << "<p>" << total.timeline.size() - kTimelineRows << " more in report.json</p>";
+  if (total.timeline_dropped) o << "<p>" << total.timeline_dropped << " event(s) dropped (ring buffer full)</p>";
   return o.str();
 }
 
@@ -169,6 +239,7 @@ std::string ReportMarkdown(const Snapshot& total, const ReportFindings& f, doubl
       << Fmt("%.1f", c.messages ? double(c.latency_sum_ns) / double(c.messages) / 1000 : 0) << " | "
       << Fmt("%.1f", double(c.QuantileNs(0.99)) / 1000) << " | " << c.sla_us << " | " << c.sla_violations << " |\n";
   o << "\n" << FindingsMarkdown(f);
+  o << TimelineMarkdown(total);
   return o.str();
 }
 
@@ -183,7 +254,8 @@ std::string ReportHtml(const Snapshot& total, const ReportFindings& f, double du
     o << "<h3>" << Escape(k.first) << " / " << Escape(k.second) << "</h3>" << HistogramSvg(c);
   o << "<h2>Peer heat map (mean send latency)</h2>" << HeatMapSvg(total);
   // The findings in Markdown form, one paragraph per line: no second renderer to keep in step.
-  o << "<h2>Findings</h2><pre>" << Escape(FindingsMarkdown(f)) << "</pre></body></html>\n";
+  o << "<h2>Findings</h2><pre>" << Escape(FindingsMarkdown(f)) << "</pre>";
+  o << TimelineHtml(total) << "</body></html>\n";
   return o.str();
 }
 

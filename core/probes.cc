@@ -21,4 +21,5 @@ FF_PROBE_DEFINE(drain)
 FF_PROBE_DEFINE(failback)
 FF_PROBE_DEFINE(pause)
 FF_PROBE_DEFINE(resume)
+FF_PROBE_DEFINE(path_up)
 #endif

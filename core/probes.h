@@ -14,6 +14,9 @@
 //   failover: task hash, peer, paths alive, re-sent bytes, paused ns.
 //   drain / failback: task hash, peer, path index.
 //   pause / resume: task hash, peer.
+//   path_up: task hash, peer, path index, the path socket's ends (const char*): "local:port->remote:port"
+//     on the connecting side, the remote "address:port" on the accepting side (whose local end is the
+//     listening address); once per path when a connection is made, so a tool can name a socket's path.
 
 #if defined(FF_HAVE_SDT)
 
@@ -39,6 +42,7 @@ FF_PROBE_DECLARE(drain);
 FF_PROBE_DECLARE(failback);
 FF_PROBE_DECLARE(pause);
 FF_PROBE_DECLARE(resume);
+FF_PROBE_DECLARE(path_up);
 
 // True while some tracer is attached to probe `name`.
 #define FF_PROBE_ENABLED(name) __builtin_expect(FF_PROBE_SEMAPHORE(name) != 0, 0)

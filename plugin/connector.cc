@@ -435,6 +435,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
 
   std::vector<std::unique_ptr<Path>> paths;
   std::vector<int> absent;
+  std::vector<std::string> path_ends(pc->paths.size());  // for the path_up probe
   for (size_t i = 0; i < pc->paths.size(); ++i) {
     auto& a = pc->paths[i];
     if (a.stage == PathAttempt::Stage::kAbsent) {
@@ -454,6 +455,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
 #endif
     std::string desc = tcp::AddressToString(a.local) + ":" + std::to_string(tcp::LocalPort(a.socket.fd())) + "->" +
                        tcp::PeerToString(a.remote);
+    path_ends[i] = desc;
     paths.push_back(
         std::make_unique<StreamPath>(static_cast<int>(i), std::make_unique<tcp::TcpStream>(std::move(a.socket), desc)));
   }
@@ -512,6 +514,9 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   *out = std::make_unique<SendComm>(std::move(paths), opts, peer);
   FF_PROBE(connect, opts.task_hash, peer.c_str(), static_cast<int>(pc->paths.size() - absent.size()), opts.sla_us,
            pc->tos);
+  if (FF_PROBE_ENABLED(path_up))
+    for (size_t i = 0; i < path_ends.size(); ++i)
+      if (!path_ends[i].empty()) FF_PROBE(path_up, opts.task_hash, peer.c_str(), static_cast<int>(i), path_ends[i].c_str());
   for (int i : absent) (*out)->StartWithoutPath(i);
   if (!absent.empty())
     FF_WARN("connected to %s with %zu of %zu path(s): the others did not connect within %lld ms of the first; "

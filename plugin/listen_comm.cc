@@ -302,8 +302,13 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
       opts.reconnect_inbox = std::make_shared<TcpReconnectInbox>(it->first, g.key, g.npaths, g.peers, so);
     }
     std::string peer = paths[static_cast<size_t>(first_present)]->Describe();
+    std::vector<std::string> path_ends;  // for the path_up probe: each present path's remote end
+    if (FF_PROBE_ENABLED(path_up))
+      for (const auto& p : paths) path_ends.push_back(p->alive() ? p->Describe() : std::string());
     *out = std::make_unique<RecvComm>(std::move(paths), opts, peer);
     FF_PROBE(accept, opts.task_hash, peer.c_str(), g.arrived, opts.sla_us, -1);
+    for (size_t i = 0; i < path_ends.size(); ++i)
+      if (!path_ends[i].empty()) FF_PROBE(path_up, opts.task_hash, peer.c_str(), static_cast<int>(i), path_ends[i].c_str());
     RememberStarted(it->first);
     if (partial) {
       FF_WARN("accepted connection from %s with %d of %d path(s): the others did not arrive within %llu ms of the "

@@ -25,5 +25,6 @@ void OtherProbeSites(const char* task, const char* peer) {
   FF_PROBE(failback, uint64_t{1}, peer, 0);
   FF_PROBE(pause, uint64_t{1}, peer);
   FF_PROBE(resume, uint64_t{1}, peer);
+  FF_PROBE(path_up, uint64_t{1}, peer, 0, peer);
 }
 }  // namespace ff::probe_bench
