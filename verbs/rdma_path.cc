@@ -347,6 +347,7 @@ bool RdmaPath::Flush() {
     TxFrame& f = tx_[slot];
     if (inflight_bytes_ == 0) last_progress_ns_ = MonoNs();
     inflight_bytes_ += f.wr_bytes;
+    inflight_wrs_ += IsData(f.hdr) ? 2 : 1;
     ++tx_posted_;
     if (IsData(f.hdr)) {
       --queued_data_frames_;
@@ -376,6 +377,7 @@ void RdmaPath::CompleteHead(bool ok) {
   }
   if (ok && IsData(f.hdr)) bytes_acked_ += f.hdr.length;
   inflight_bytes_ -= f.wr_bytes;
+  inflight_wrs_ -= IsData(f.hdr) ? 2 : 1;
   tx_head_ = (tx_head_ + 1) % kTxRing;
   --tx_count_;
   --tx_posted_;
@@ -549,7 +551,10 @@ void RdmaPath::Fence() {
 PathSample RdmaPath::Sample() const {
   PathSample s;
   s.valid = connected_ && !fenced_;
-  s.unacked_segments = static_cast<uint32_t>(tx_posted_);
+  // Work requests, not frames: a data chunk is two (its header's SEND and the WRITE). The watchdog
+  // judges a path only with two or more units outstanding (one TCP segment may wait for a delayed
+  // ACK); an RC QP acknowledges at once, so one chunk in flight is already judged.
+  s.unacked_segments = inflight_wrs_;
   s.bytes_acked = bytes_acked_;
   s.ms_since_ack = tx_posted_ > 0 ? static_cast<uint32_t>((MonoNs() - last_progress_ns_) / 1'000'000) : 0;
   s.segs_out = wrs_posted_;

@@ -171,6 +171,7 @@ class RdmaPath final : public Path {
   int queued_data_frames_ = 0;
   uint64_t queued_payload_bytes_ = 0;
   uint64_t inflight_bytes_ = 0;
+  uint32_t inflight_wrs_ = 0;  // work requests posted and not completed (a data frame is two)
   uint32_t tx_imm_ = 0;  // data chunks sent: the immediate carries it, the peer checks the order
 
   std::array<RxDone, kRxRing> rx_backlog_{};
