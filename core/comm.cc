@@ -210,7 +210,13 @@ bool Comm::CheckHealth() {
       if (p->alive()) dual_.ObserveRtt(p->index(), watchdog_.LastRttUs(p->index()));
   if (dual_.Due(now)) FinishDualPath();
   PathFaultReport rep;
-  if (!watchdog_.Check(paths_, now, &rep)) return true;
+  if (!watchdog_.Check(paths_, now, &rep)) {
+    uint64_t usable = 0;
+    for (const auto& p : paths_)
+      if (p->alive() && !p->draining() && p->index() < 64) usable |= uint64_t{1} << p->index();
+    if (const int w = watchdog_.WitnessWanted(now, usable); w >= 0) SendWitness(*paths_[static_cast<size_t>(w)]);
+    return true;
+  }
   Path& p = *paths_[static_cast<size_t>(rep.path)];
   const std::string why = std::string(PathFaultName(rep.cause)) + " (" + rep.detail + ")";
   if (IsSoftFault(rep.cause)) {

@@ -98,6 +98,9 @@ class Comm : public FrameSink {
   // The relative rule flagged path `p` (PathFault::kSilent). The sender hedges: it re-sends the path's
   // data elsewhere and drains it, leaving the verdict to the absolute rule. Default: treat as lost.
   virtual bool OnPathSilent(Path& p, const std::string& why, uint64_t silent_ns);
+  // The watchdog wants an acknowledgement on idle path `p` as the relative rule's witness
+  // (PathWatchdog::WitnessWanted). The sender sends a small control frame; default: nothing.
+  virtual void SendWitness(Path& /*p*/) {}
   // What the communicator knows about each path, in one table. The transport's own state (alive,
   // draining) sits in the Path; everything else is here, indexed by path.
   struct PathState {

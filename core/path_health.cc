@@ -158,6 +158,28 @@ bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out
   return false;
 }
 
+int PathWatchdog::WitnessWanted(uint64_t now_ns, uint64_t usable_mask) {
+  if (fast_stall_ns_ == 0 || stall_ns_ == 0) return -1;
+  const size_t n = std::min<size_t>(states_.size(), 64);
+  for (size_t i = 0; i < n; ++i) {
+    const State& s = states_[i];
+    if (!s.alive || s.unacked < 2 || s.recovering || s.last_progress_ns == 0) continue;
+    const uint64_t limit = RelativeLimit(s.rtt_us, now_ns);
+    if (now_ns - s.last_progress_ns < limit / 4) continue;
+    for (size_t j = 0; j < n; ++j) {
+      State& o = states_[j];
+      if (j == i || !o.alive || !(usable_mask & (uint64_t{1} << j))) continue;
+      // A path with data in flight is acknowledged anyway (or is silent itself); one acknowledged
+      // lately is already a witness.
+      if (o.unacked >= 2 || now_ns - o.last_advance_ns < limit / 4) continue;
+      if (o.witness_ns != 0 && now_ns - o.witness_ns < limit / 2) continue;
+      o.witness_ns = now_ns;
+      return static_cast<int>(j);
+    }
+  }
+  return -1;
+}
+
 void PathWatchdog::SampleSoft(int path, const PathSample& tp) {
   State& s = StateOf(path);
   const SoftCounters c{tp.retransmits, tp.dsack_dups, tp.reord_seen, tp.segs_out};

@@ -113,6 +113,14 @@ class PathWatchdog {
   // peer and this host's stack are evidently working, so the silence is this path's. A host too
   // busy to process acknowledgements stalls every path alike and never triggers it.
   bool JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out);
+  // The relative rule's witness is another path acknowledged during the silence. When every other
+  // path is idle (nothing in flight, so nothing to acknowledge) there is none, and a silent cut
+  // waited for the absolute rule (100 ms and more). Once a path has been silent for a quarter of the
+  // relative limit, this names an idle path in `usable_mask` to send a small frame on: the peer's
+  // kernel acknowledges it within a round trip, and that acknowledgement is the witness (it arrives
+  // after the silence began, as the rule demands). -1 when none is wanted. At most one frame per
+  // idle path per half limit, so a path silent for long costs a few small frames.
+  int WitnessWanted(uint64_t now_ns, uint64_t usable_mask);
   // Time since path `i` last showed progress (0 if never sampled).
   uint64_t SilentFor(int path, uint64_t now_ns) const;
   // Smoothed round trip of path `i` at its last sample (0 if never sampled).
@@ -156,6 +164,7 @@ class PathWatchdog {
     uint64_t last_retrans_ns = 0;
     uint64_t drained_ns = 0;
     int drains = 0;
+    uint64_t witness_ns = 0;  // when a witness frame was last asked for on this (idle) path
   };
   State& StateOf(int path);
 

@@ -362,6 +362,10 @@ void SendComm::BeginFailover(Path& dead, const std::string& why, uint64_t silent
   RequestAcks();
 }
 
+void SendComm::SendWitness(Path& p) {
+  if (p.alive() && !p.draining() && p.CanQueue()) QueueControl(p, FrameType::kAckRequest);
+}
+
 void SendComm::RequestAcks() {
   for (auto& p : paths_) {
     if (!p->alive() || p->draining() || !p->CanQueue()) continue;

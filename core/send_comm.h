@@ -50,6 +50,8 @@ class SendComm final : public Comm {
   void QueueChunk(SendMsg& m, Path& p, uint64_t offset);
   void OnPathLost(Path& p, const std::string& why, uint64_t silent_ns) override;
   bool OnPathSilent(Path& p, const std::string& why, uint64_t silent_ns) override;
+  // An acknowledgement request on an idle path: the peer's acknowledgement of it is the witness.
+  void SendWitness(Path& p) override;
   // Pauses completions and re-queues every unacknowledged chunk that was on path `p` (failover).
   void BeginFailover(Path& p, const std::string& why, uint64_t silent_ns);
   void EndFailover();

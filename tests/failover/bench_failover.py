@@ -167,6 +167,8 @@ def main():
     ap.add_argument("--scenarios", default="nic_down,spine_down", help="comma-separated: nic_down,spine_down")
     ap.add_argument("--json", action="store_true", help="print every trial and the summary as JSON")
     ap.add_argument("--verbose", action="store_true", help="print the rank logs of failed trials")
+    ap.add_argument("--dump-slower-than", type=float, default=0, metavar="MS",
+                    help="also print the rank logs of trials whose last detection took longer than MS")
     a = ap.parse_args()
     names = [s for s in a.scenarios.split(",") if s]
     for s in names:
@@ -195,7 +197,7 @@ def main():
                 if a.verbose and ranks and failover:
                     for e in ranks.failovers():
                         print(f"    rank {e['rank']} at +{1000 * (e['at'] - r.get('t0', 0)):.1f} ms: {e['old']}")
-                    if not r.get("ok"):
+                    if not r.get("ok") or (a.dump_slower_than and r.get("detect_ms", 0) > a.dump_slower_than):
                         ranks.dump()
     summary = {}
     for name in names:

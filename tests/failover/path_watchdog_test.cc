@@ -168,6 +168,78 @@ TEST(PathWatchdog, RelativeRuleNeedsAnotherPathMakingProgress) {
   EXPECT_FALSE(w.JudgeRelative(1, 1030 * kMs, &rep));
 }
 
+TEST(PathWatchdog, AnIdleOtherPathIsAskedForAWitnessAndItsAcknowledgementConfirmsTheCut) {
+  PathWatchdog::ResetAckGapHistory();
+  // Path 0 carries the traffic and goes silent at t=1000 ms; path 1 is idle (nothing in flight), so
+  // no acknowledgement can come on it by itself: without a witness only the absolute rule fires.
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  const uint64_t usable = 0b11;
+  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(0, 500, 900), 1000 * kMs, &rep));
+  int asked_at = -1;
+  for (uint64_t t = 1001; t <= 1004; ++t) {
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1000, static_cast<uint32_t>(t - 1000)), t * kMs, &rep));
+    EXPECT_FALSE(w.Judge(1, Sample(0, 500, 900), t * kMs, &rep));
+    EXPECT_FALSE(w.JudgeRelative(0, t * kMs, &rep));
+    const int wanted = w.WitnessWanted(t * kMs, usable);
+    if (wanted >= 0 && asked_at < 0) {
+      EXPECT_EQ(wanted, 1);
+      asked_at = static_cast<int>(t);
+    } else {
+      EXPECT_EQ(wanted, -1) << "asked again at " << t << " ms";
+    }
+  }
+  // A quarter of the 10 ms limit into the silence.
+  EXPECT_EQ(asked_at, 1003);
+  // The frame sent on path 1 is acknowledged a round trip later; path 0 stays silent.
+  for (uint64_t t = 1005; t <= 1009; ++t) {
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1000, static_cast<uint32_t>(t - 1000)), t * kMs, &rep));
+    EXPECT_FALSE(w.Judge(1, Sample(0, 560, 0), t * kMs, &rep));
+    EXPECT_FALSE(w.JudgeRelative(0, t * kMs, &rep)) << "at " << t << " ms";
+  }
+  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 10), 1010 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(0, 560, 5), 1010 * kMs, &rep));
+  ASSERT_TRUE(w.JudgeRelative(0, 1010 * kMs, &rep));
+  EXPECT_EQ(rep.cause, PathFault::kSilent);
+}
+
+TEST(PathWatchdog, NoWitnessIsAskedOfABusyPathADrainedPathOrForAPathRecoveringALoss) {
+  PathWatchdog::ResetAckGapHistory();
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  // Path 1 has data in flight: it is acknowledged (or silent) by itself.
+  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(20, 500, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 5), 1005 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(20, 500, 5), 1005 * kMs, &rep));
+  EXPECT_EQ(w.WitnessWanted(1005 * kMs, 0b11), -1);
+  // Idle, but not usable (draining or not a candidate).
+  PathWatchdog d(100 * kMs, false, 10 * kMs);
+  EXPECT_FALSE(d.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(d.Judge(1, Sample(0, 500, 900), 1000 * kMs, &rep));
+  EXPECT_FALSE(d.Judge(0, Sample(50, 1000, 5), 1005 * kMs, &rep));
+  EXPECT_FALSE(d.Judge(1, Sample(0, 500, 900), 1005 * kMs, &rep));
+  EXPECT_EQ(d.WitnessWanted(1005 * kMs, 0b01), -1);
+  EXPECT_EQ(d.WitnessWanted(1005 * kMs, 0b11), 1);
+  // The peer selectively acknowledges what is in flight on path 0: it is alive, no witness needed.
+  PathWatchdog r(100 * kMs, false, 10 * kMs);
+  PathSample sacked = Sample(50, 1000, 0);
+  sacked.sacked = 3;
+  EXPECT_FALSE(r.Judge(0, sacked, 1000 * kMs, &rep));
+  EXPECT_FALSE(r.Judge(1, Sample(0, 500, 900), 1000 * kMs, &rep));
+  sacked.ms_since_ack = 5;
+  EXPECT_FALSE(r.Judge(0, sacked, 1005 * kMs, &rep));
+  EXPECT_FALSE(r.Judge(1, Sample(0, 500, 900), 1005 * kMs, &rep));
+  EXPECT_EQ(r.WitnessWanted(1005 * kMs, 0b11), -1);
+  // With the relative rule off there is nothing to witness for.
+  PathWatchdog off(100 * kMs, false, 0);
+  EXPECT_FALSE(off.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(off.Judge(1, Sample(0, 500, 900), 1000 * kMs, &rep));
+  EXPECT_FALSE(off.Judge(0, Sample(50, 1000, 5), 1005 * kMs, &rep));
+  EXPECT_EQ(off.WitnessWanted(1005 * kMs, 0b11), -1);
+}
+
 TEST(PathWatchdog, RelativeRuleSparesAPathRecoveringALoss) {
   PathWatchdog::ResetAckGapHistory();
   PathWatchdog w(100 * kMs, false, 10 * kMs);
