@@ -74,9 +74,9 @@ nlohmann::json FecFinding(const NicLossSample& a, const NicLossSample& b, const 
     const double rate = static_cast<double>(errored) / (8.0 * static_cast<double>(*rx_bytes));
     j["error_rate"] = rate;
     if (rate > threshold) {
-      char b[96];
-      std::snprintf(b, sizeof b, "FEC error rate %.3g > %.3g", rate, threshold);
-      reasons->push_back(b);
+      char text[96];
+      std::snprintf(text, sizeof text, "FEC error rate %.3g > %.3g", rate, threshold);
+      reasons->push_back(text);
     }
   }
   if (uncorrectable.value_or(0) > 0)
