@@ -36,15 +36,19 @@ std::optional<uint64_t> Delta(const std::optional<uint64_t>& start, const std::o
   return *end - *start;
 }
 
-nlohmann::json OrNull(const std::optional<uint64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+nlohmann::json OrNull(const std::optional<uint64_t>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 std::string FecUnavailable(const NicLossSample& s) {
   if (s.fec_status == health::FecStatus::kError) return "not available: " + s.fec_error;
-  return "not available: the interface reports no FEC statistics (no FEC, or a driver without them: veth, lo)";
+  return "not available: the interface reports no FEC statistics (no FEC, or a driver without them: veth, "
+         "lo)";
 }
 
-nlohmann::json FecFinding(const NicLossSample& a, const NicLossSample& b, const std::optional<uint64_t>& rx_bytes,
-                          double threshold, nlohmann::json* reasons) {
+nlohmann::json FecFinding(const NicLossSample& a, const NicLossSample& b,
+                          const std::optional<uint64_t>& rx_bytes, double threshold,
+                          nlohmann::json* reasons) {
   nlohmann::json j;
   if (a.fec_status != health::FecStatus::kOk || b.fec_status != health::FecStatus::kOk) {
     j["available"] = false;
@@ -69,7 +73,8 @@ nlohmann::json FecFinding(const NicLossSample& a, const NicLossSample& b, const 
     j["why_no_rate"] = "rx_bytes not available";
   } else if (*rx_bytes == 0) {
     j["why_no_rate"] = "no bytes received in the window";
-    if (errored > 0) reasons->push_back(std::to_string(errored) + " errored FEC block(s) with no bytes received");
+    if (errored > 0)
+      reasons->push_back(std::to_string(errored) + " errored FEC block(s) with no bytes received");
   } else {
     const double rate = static_cast<double>(errored) / (8.0 * static_cast<double>(*rx_bytes));
     j["error_rate"] = rate;
@@ -137,15 +142,17 @@ std::vector<NicLossSample> HiddenLossSampler::Sample() {
       r.ReadRdmaLoss(&loss, nullptr);
       for (size_t i = 0; i < health::kRdmaLossCounterCount; ++i)
         if (loss.values[i])
-          s.rdma_loss[std::string(health::RdmaLossCounterName(static_cast<health::RdmaLossCounter>(i)))] = *loss.values[i];
+          s.rdma_loss[std::string(health::RdmaLossCounterName(static_cast<health::RdmaLossCounter>(i)))] =
+              *loss.values[i];
     }
     out.push_back(std::move(s));
   }
   return out;
 }
 
-std::set<std::string> PathInterfaces(const std::vector<TimelineEvent>& timeline,
-                                     const std::function<std::string(const std::string& address)>& interface_of) {
+std::set<std::string> PathInterfaces(
+    const std::vector<TimelineEvent>& timeline,
+    const std::function<std::string(const std::string& address)>& interface_of) {
   std::set<std::string> out;
   std::set<std::string> seen;
   for (const auto& e : timeline) {
@@ -157,7 +164,8 @@ std::set<std::string> PathInterfaces(const std::vector<TimelineEvent>& timeline,
     const size_t colon = local.rfind(':');
     if (colon == std::string::npos) continue;
     local.resize(colon);
-    if (local.size() >= 2 && local.front() == '[' && local.back() == ']') local = local.substr(1, local.size() - 2);
+    if (local.size() >= 2 && local.front() == '[' && local.back() == ']')
+      local = local.substr(1, local.size() - 2);
     if (!seen.insert(local).second) continue;
     if (std::string name = interface_of(local); !name.empty()) out.insert(name);
   }
@@ -174,7 +182,8 @@ std::string InterfaceOfLocalAddress(const std::string& address) {
     if (i->ifa_addr->sa_family == AF_INET)
       ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
     else if (i->ifa_addr->sa_family == AF_INET6)
-      ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, text, sizeof text);
+      ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, text,
+                  sizeof text);
     else
       continue;
     if (address == text) found = i->ifa_name;
@@ -195,7 +204,8 @@ nlohmann::json HiddenLoss(const std::vector<NicLossSample>& start, const std::ve
   out["nics"] = nlohmann::json::array();
   for (const auto& b : end) {
     if (path_nics.empty() ? (b.ifname == "lo" || !b.rx_bytes) : path_nics.count(b.ifname) == 0) continue;
-    auto it = std::find_if(start.begin(), start.end(), [&](const NicLossSample& s) { return s.ifname == b.ifname; });
+    auto it = std::find_if(start.begin(), start.end(),
+                           [&](const NicLossSample& s) { return s.ifname == b.ifname; });
     if (it == start.end()) continue;  // appeared during the window: no baseline
     const NicLossSample& a = *it;
     nlohmann::json reasons = nlohmann::json::array();

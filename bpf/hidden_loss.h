@@ -6,12 +6,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bpf/probe_snapshot.h"
 #include "health/fec_stats.h"
@@ -28,8 +27,8 @@ struct NicLossSample {
   std::optional<uint64_t> rx_bytes;  // <if>/statistics/rx_bytes
   health::FecStatus fec_status = health::FecStatus::kUnsupported;
   health::FecStats fec;
-  std::string fec_error;             // with FecStatus::kError
-  std::string rdma_device;           // "" without an RDMA device behind the interface
+  std::string fec_error;    // with FecStatus::kError
+  std::string rdma_device;  // "" without an RDMA device behind the interface
   uint32_t rdma_port = 0;
   std::map<std::string, uint64_t> rdma_loss;  // the loss hw_counters the device's driver keeps
 };
@@ -49,8 +48,9 @@ class HiddenLossSampler {
 
 // The interfaces whose addresses the plugin's connecting path sockets used (path_up "local->remote"),
 // by `interface_of` (address without port -> interface name, "" when none holds it).
-std::set<std::string> PathInterfaces(const std::vector<TimelineEvent>& timeline,
-                                     const std::function<std::string(const std::string& address)>& interface_of);
+std::set<std::string> PathInterfaces(
+    const std::vector<TimelineEvent>& timeline,
+    const std::function<std::string(const std::string& address)>& interface_of);
 // interface_of for this host: getifaddrs.
 std::string InterfaceOfLocalAddress(const std::string& address);
 

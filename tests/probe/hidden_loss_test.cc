@@ -19,8 +19,8 @@ void WriteRx(const FixtureTree& t, const std::string& ifname, uint64_t rx_bytes)
 }
 
 void WriteFec(const FixtureTree& t, const std::string& ifname, uint64_t corrected, uint64_t uncorrectable) {
-  t.Write("ethtool/" + ifname + "/fec",
-          "corrected_blocks " + std::to_string(corrected) + "\nuncorrectable_blocks " + std::to_string(uncorrectable) + "\n");
+  t.Write("ethtool/" + ifname + "/fec", "corrected_blocks " + std::to_string(corrected) +
+                                            "\nuncorrectable_blocks " + std::to_string(uncorrectable) + "\n");
 }
 
 // An RDMA device behind `ifname` (RoCE) with the given hw_counters.
@@ -123,7 +123,8 @@ TEST(ProbeHiddenLoss, RdmaLossCountersThatMoveAreFlagged) {
   ASSERT_TRUE(a["rdma"]["available"].get<bool>()) << a.dump();
   EXPECT_EQ(a["rdma"]["device"], "mlx5_0");
   EXPECT_EQ(a["rdma"]["port"], 1);
-  EXPECT_EQ(a["rdma"]["counters"], nlohmann::json({{"out_of_sequence", 3}, {"packet_seq_err", 0}, {"duplicate_request", 0}}));
+  EXPECT_EQ(a["rdma"]["counters"],
+            nlohmann::json({{"out_of_sequence", 3}, {"packet_seq_err", 0}, {"duplicate_request", 0}}));
   EXPECT_EQ(a["rdma"]["moved"], nlohmann::json::array({"out_of_sequence"}));
   EXPECT_TRUE(a["flagged"].get<bool>());
   EXPECT_EQ(a["reasons"], nlohmann::json::array({"RDMA out_of_sequence +3"}));
