@@ -19,6 +19,7 @@ task's traffic class; netem is not needed).
 Exit 77 (skip) when not root, without BPF, nftables or network namespaces.
 
 usage: probe_report_lossy_path.py FLEXIFORCE FF_COLLECTIVE PLUGIN_SO {retransmits|failback}"""
+import atexit
 import json
 import os
 import re
@@ -65,7 +66,11 @@ def in_ns(*args, check=True):
 
 
 def cleanup():
-    sh("ip", "netns", "del", NS, check=False)
+    if os.path.exists(f"/run/netns/{NS}"):
+        sh("ip", "netns", "del", NS, check=False)
+
+
+atexit.register(cleanup)  # also when something below raises
 
 
 def fail(msg, *procs):
