@@ -119,10 +119,11 @@ def job(task, iters, lossy, extra_env=None):
     env = dict(os.environ, AI_TASK_ID=task, FLEXIFORCE_STATS="0", FLEXIFORCE_PATHS="2")
     if lossy:
         # Steering on, so that the knob sets the traffic class. Only the path sockets carry it (the
-        # driver's bootstrap does not), and only
-        # they lose packets. The watchdog would fail a lossy path over; off, so each path keeps its socket.
-        env.update(AI_FLEXIFORCE_ENABLE="1", FLEXIFORCE_TRAFFIC_CLASS=str(TOS), FLEXIFORCE_PATH_STALL_MS="0", FLEXIFORCE_PATH_STALL_FAST_MS="0",
-                   FLEXIFORCE_PATH_LOSS_PPM="1000000", FLEXIFORCE_RESEND_TIMEOUT_MS="0")
+        # driver's bootstrap does not), so only they lose packets. The watchdog would fail a lossy path
+        # over; it is off, so each path keeps its socket.
+        env.update(AI_FLEXIFORCE_ENABLE="1", FLEXIFORCE_TRAFFIC_CLASS=str(TOS), FLEXIFORCE_PATH_STALL_MS="0",
+                   FLEXIFORCE_PATH_STALL_FAST_MS="0", FLEXIFORCE_PATH_LOSS_PPM="1000000",
+                   FLEXIFORCE_RESEND_TIMEOUT_MS="0")
     env.update(extra_env or {})
     return subprocess.Popen(["ip", "netns", "exec", NS, driver, "--ranks", "2", "--launch-local", "--backend", "plugin",
                              "--plugin", plugin, "--coll", "allreduce", "--min-bytes", str(1 << 20),
