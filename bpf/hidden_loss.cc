@@ -111,7 +111,8 @@ nlohmann::json RdmaFinding(const NicLossSample& a, const NicLossSample& b, nlohm
   }
   if (counters.empty()) {
     j["available"] = false;
-    j["why"] = "not available: the driver of " + b.rdma_device + " keeps none of the loss hw_counters";
+    j["why"] = "not available: the driver of " + b.rdma_device +
+               " has none of the port error counters or loss hw_counters";
     return j;
   }
   j["available"] = true;
@@ -138,6 +139,13 @@ std::vector<NicLossSample> HiddenLossSampler::Sample() {
     if (r.has_rdma()) {
       s.rdma_device = r.rdma_device();
       s.rdma_port = r.rdma_port();
+      // The port's error counters (what the NIC health monitor judges) and the driver's loss hw_counters.
+      health::RdmaCounters port;
+      r.ReadRdma(&port, nullptr);
+      for (size_t i = 0; i < health::kRdmaCounterCount; ++i)
+        if (port.values[i])
+          s.rdma_loss[std::string(health::RdmaCounterName(static_cast<health::RdmaCounter>(i)))] =
+              *port.values[i];
       health::RdmaLossCounters loss;
       r.ReadRdmaLoss(&loss, nullptr);
       for (size_t i = 0; i < health::kRdmaLossCounterCount; ++i)

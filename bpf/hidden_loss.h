@@ -30,7 +30,9 @@ struct NicLossSample {
   std::string fec_error;    // with FecStatus::kError
   std::string rdma_device;  // "" without an RDMA device behind the interface
   uint32_t rdma_port = 0;
-  std::map<std::string, uint64_t> rdma_loss;  // the loss hw_counters the device's driver keeps
+  // The RDMA port's error counters (counters/symbol_error, port_rcv_errors, ...) and the loss
+  // hw_counters its driver keeps (out_of_sequence, ...), by file name.
+  std::map<std::string, uint64_t> rdma_loss;
 };
 
 class HiddenLossSampler {
@@ -59,7 +61,7 @@ std::string InterfaceOfLocalAddress(const std::string& address);
 //   FEC error rate = (corrected blocks + uncorrectable blocks) / (8 x rx_bytes), i.e. FEC codewords
 //   that held a bit error per bit received (a lower bound on the pre-FEC bit error rate: each such
 //   codeword held at least one);
-//   the RDMA loss counters that moved.
+//   the RDMA port error counters and loss hw_counters that moved.
 // A NIC is flagged when its rate exceeds `threshold`, when it saw errored codewords but received no
 // bytes, or when an RDMA loss counter moved. A source absent at either end is "not available", not 0.
 nlohmann::json HiddenLoss(const std::vector<NicLossSample>& start, const std::vector<NicLossSample>& end,

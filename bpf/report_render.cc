@@ -138,12 +138,12 @@ std::string HiddenLossMarkdown(const nlohmann::json& h) {
   std::ostringstream o;
   o << "\n## Hidden loss (NIC FEC and RDMA counters)\n\n"
     << h["formula"].get<std::string>() << "; flagged above " << Fmt("%.3g", h["threshold"].get<double>())
-    << ", or when an RDMA loss counter moved. NICs: " << h["nics_from"].get<std::string>() << ".\n\n";
+    << ", or when an RDMA error or loss counter moved. NICs: " << h["nics_from"].get<std::string>() << ".\n\n";
   if (h["nics"].empty()) {
     o << "none\n";
     return o.str();
   }
-  o << "| NIC | rx bytes | FEC corrected blocks | FEC uncorrectable blocks | FEC error rate | RDMA loss counters | "
+  o << "| NIC | rx bytes | FEC corrected blocks | FEC uncorrectable blocks | FEC error rate | RDMA error and loss counters | "
        "flagged |\n|---|---|---|---|---|---|---|\n";
   for (const auto& n : h["nics"]) {
     const auto& fec = n["fec"];

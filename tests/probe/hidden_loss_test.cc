@@ -23,11 +23,13 @@ void WriteFec(const FixtureTree& t, const std::string& ifname, uint64_t correcte
                                             "\nuncorrectable_blocks " + std::to_string(uncorrectable) + "\n");
 }
 
-// An RDMA device behind `ifname` (RoCE) with the given hw_counters.
+// An RDMA device behind `ifname` (RoCE) with the given port counters and hw_counters.
 void WriteRdma(const FixtureTree& t, const std::string& ifname, const std::string& dev,
-               const std::map<std::string, uint64_t>& hw) {
+               const std::map<std::string, uint64_t>& port, const std::map<std::string, uint64_t>& hw) {
   t.Mkdir("sys/class/net/" + ifname + "/device/infiniband/" + dev);
-  t.Write("sys/class/infiniband/" + dev + "/ports/1/counters/symbol_error", "0\n");
+  t.Mkdir("sys/class/infiniband/" + dev + "/ports/1");
+  for (const auto& [name, v] : port)
+    t.Write("sys/class/infiniband/" + dev + "/ports/1/counters/" + name, std::to_string(v) + "\n");
   for (const auto& [name, v] : hw)
     t.Write("sys/class/infiniband/" + dev + "/ports/1/hw_counters/" + name, std::to_string(v) + "\n");
 }
@@ -103,28 +105,34 @@ TEST(ProbeHiddenLoss, AMissingSourceIsNotAvailableRatherThanZero) {
   EXPECT_EQ(ReportJson(Snapshot{}, f, 1.0)["findings"]["hidden_loss"], h);
 }
 
-TEST(ProbeHiddenLoss, RdmaLossCountersThatMoveAreFlagged) {
+TEST(ProbeHiddenLoss, RdmaCountersThatMoveAreFlagged) {
   FixtureTree t;
   WriteRx(t, "eth2", 0);
-  WriteRdma(t, "eth2", "mlx5_0", {{"out_of_sequence", 4}, {"packet_seq_err", 9}, {"duplicate_request", 0}});
+  WriteRdma(t, "eth2", "mlx5_0", {{"symbol_error", 0}},
+            {{"out_of_sequence", 4}, {"packet_seq_err", 9}, {"duplicate_request", 0}});
   WriteRx(t, "eth3", 0);
-  WriteRdma(t, "eth3", "mlx5_1", {{"local_ack_timeout_err", 1}});
+  WriteRdma(t, "eth3", "mlx5_1", {}, {{"local_ack_timeout_err", 1}});
   WriteRx(t, "eth4", 0);
-  WriteRdma(t, "eth4", "mlx5_2", {});  // a device whose driver keeps none of them
+  WriteRdma(t, "eth4", "mlx5_2", {}, {});  // a device with none of them
+  WriteRx(t, "eth5", 0);
+  WriteRdma(t, "eth5", "mlx5_3", {{"port_rcv_errors", 10}}, {});
   HiddenLossSampler sampler(t.root());
   const auto start = sampler.Sample();
   WriteRx(t, "eth2", 100);
   t.Write("sys/class/infiniband/mlx5_0/ports/1/hw_counters/out_of_sequence", "7\n");
   WriteRx(t, "eth3", 100);
+  t.Write("sys/class/infiniband/mlx5_3/ports/1/counters/port_rcv_errors", "12\n");
   const nlohmann::json h = HiddenLoss(start, sampler.Sample(), {});
-  ASSERT_EQ(h["nics"].size(), 3u) << h.dump(2);
+  ASSERT_EQ(h["nics"].size(), 4u) << h.dump(2);
 
   const nlohmann::json& a = *Nic(h, "eth2");
   ASSERT_TRUE(a["rdma"]["available"].get<bool>()) << a.dump();
   EXPECT_EQ(a["rdma"]["device"], "mlx5_0");
   EXPECT_EQ(a["rdma"]["port"], 1);
-  EXPECT_EQ(a["rdma"]["counters"],
-            nlohmann::json({{"out_of_sequence", 3}, {"packet_seq_err", 0}, {"duplicate_request", 0}}));
+  EXPECT_EQ(
+      a["rdma"]["counters"],
+      nlohmann::json(
+          {{"out_of_sequence", 3}, {"packet_seq_err", 0}, {"duplicate_request", 0}, {"symbol_error", 0}}));
   EXPECT_EQ(a["rdma"]["moved"], nlohmann::json::array({"out_of_sequence"}));
   EXPECT_TRUE(a["flagged"].get<bool>());
   EXPECT_EQ(a["reasons"], nlohmann::json::array({"RDMA out_of_sequence +3"}));
@@ -136,7 +144,13 @@ TEST(ProbeHiddenLoss, RdmaLossCountersThatMoveAreFlagged) {
 
   const nlohmann::json& c = *Nic(h, "eth4");
   EXPECT_FALSE(c["rdma"]["available"].get<bool>());
-  EXPECT_NE(c["rdma"]["why"].get<std::string>().find("keeps none"), std::string::npos);
+  EXPECT_NE(c["rdma"]["why"].get<std::string>().find("has none"), std::string::npos);
+
+  // The port's error counters (those the NIC health monitor judges) count too.
+  const nlohmann::json& d = *Nic(h, "eth5");
+  EXPECT_EQ(d["rdma"]["counters"], nlohmann::json({{"port_rcv_errors", 2}}));
+  EXPECT_TRUE(d["flagged"].get<bool>());
+  EXPECT_EQ(d["reasons"], nlohmann::json::array({"RDMA port_rcv_errors +2"}));
 }
 
 TEST(ProbeHiddenLoss, ErroredBlocksWithoutTrafficAndCounterResets) {
