@@ -45,16 +45,20 @@ std::optional<Ends> ParseEnds(const std::string& ends) {
 
 LinkLoad LinkHotSpots(const Snapshot& total, const pathctl::Topology& topology, double threshold) {
   LinkLoad out;
-  // Connecting-side path sockets by {task, peer, path}.
-  std::map<std::tuple<std::string, std::string, int>, std::vector<Ends>> sockets;
-  std::map<std::pair<std::string, std::string>, std::vector<Ends>> by_connection;
+  // Connecting-side path sockets by {task, peer, path}: the latest one, since failback announces the
+  // socket that replaced a failed path with another path_up (the window's bytes all go on it).
+  std::map<std::tuple<std::string, std::string, int>, Ends> sockets;
+  std::map<std::pair<std::string, std::string>, std::vector<std::tuple<std::string, std::string, int>>> paths_of;
   for (const auto& e : total.timeline) {
     if (e.event != "path_up") continue;
     auto ends = ParseEnds(e.details.value("ends", std::string()));
     if (!ends) continue;
-    sockets[{e.task, e.peer, e.path}].push_back(*ends);
-    by_connection[{e.task, e.peer}].push_back(*ends);
+    const auto key = std::make_tuple(e.task, e.peer, e.path);
+    if (sockets.insert_or_assign(key, *ends).second) paths_of[{e.task, e.peer}].push_back(key);
   }
+  std::map<std::pair<std::string, std::string>, std::vector<Ends>> by_connection;  // one socket per path
+  for (const auto& [conn, keys] : paths_of)
+    for (const auto& k : keys) by_connection[conn].push_back(sockets.at(k));
   auto oracle = pathctl::PathOracle::FromTopology(topology);
   std::map<std::tuple<std::string, std::string, uint16_t>, std::optional<std::vector<uint32_t>>> routes;
   auto route = [&](const Ends& s) -> const std::optional<std::vector<uint32_t>>& {
@@ -82,7 +86,7 @@ LinkLoad LinkHotSpots(const Snapshot& total, const pathctl::Topology& topology, 
     std::vector<Ends> over;
     if (id.path >= 0) {
       auto it = sockets.find({id.task, id.peer, id.path});
-      if (it != sockets.end()) over = {it->second.front()};
+      if (it != sockets.end()) over = {it->second};
     } else if (auto it = by_connection.find({id.task, id.peer}); it != by_connection.end()) {
       over = it->second;
     }

@@ -11,6 +11,7 @@
 #include "bpf/preflight.h"
 
 #ifdef FF_HAVE_BPF_PROBE
+#include "bpf/hidden_loss.h"
 #include "bpf/probe_collect.h"
 #include "bpf/report_analysis.h"
 #include "pathctl/topology_json.h"
@@ -129,7 +130,8 @@ int RunWatch(int argc, char** argv) {
 int RunReport(int argc, char** argv) {
   CLI::App app{"Observe for a while, then write report.json, report.md and report.html (inline SVG latency\n"
                "histograms with the SLA line, peer heat map): tasks missing their SLA, outlier peer pairs,\n"
-               "retransmits, hot spots. Needs root, or CAP_BPF + CAP_PERFMON.",
+               "retransmits, hot spots, hidden loss (per NIC: FEC blocks and error rate, RDMA loss counters over\n"
+               "the window). Needs root, or CAP_BPF + CAP_PERFMON.",
                "flexiforce probe report"};
   probe::CollectOptions o;
   std::string out;
@@ -161,15 +163,24 @@ int RunReport(int argc, char** argv) {
     return 1;
   }
   if (o.interval_s < o.duration_s) o.interval_s = o.duration_s;  // nothing to print meanwhile
+  // Hidden loss: every interface's FEC and RDMA loss counters at the window's two ends.
+  probe::HiddenLossSampler nics("");
+  std::vector<probe::NicLossSample> nics_start;
+  o.on_start = [&] { nics_start = nics.Sample(); };
   int rc = probe::Collect(o, [&](const probe::Snapshot&, const probe::Snapshot& total, double elapsed, bool last) {
     if (!last) return;
-    const probe::ReportFindings f = probe::Analyze(total, topology ? &*topology : nullptr);
+    probe::ReportFindings f = probe::Analyze(total, topology ? &*topology : nullptr);
+    f.hidden_loss = probe::HiddenLoss(nics_start, nics.Sample(),
+                                      probe::PathInterfaces(total.timeline, probe::InterfaceOfLocalAddress));
     std::ofstream(out + "/report.json") << probe::ReportJson(total, f, elapsed).dump(2) << "\n";
     std::ofstream(out + "/report.md") << probe::ReportMarkdown(total, f, elapsed);
     std::ofstream(out + "/report.html") << probe::ReportHtml(total, f, elapsed);
+    size_t flagged = 0;
+    for (const auto& n : f.hidden_loss["nics"]) flagged += n["flagged"].get<bool>() ? 1 : 0;
     std::printf("wrote %s/report.{json,md,html}: %zu task(s) missing their SLA, %zu outlier pair(s), %zu socket(s) "
-                "retransmitting, %zu hot spot(s)\n",
-                out.c_str(), f.sla_misses.size(), f.outlier_pairs.size(), f.retransmits.size(), f.hot_spots.size());
+                "retransmitting, %zu hot spot(s), %zu NIC(s) with hidden loss\n",
+                out.c_str(), f.sla_misses.size(), f.outlier_pairs.size(), f.retransmits.size(), f.hot_spots.size(),
+                flagged);
   });
   return rc;
 }

@@ -97,6 +97,7 @@ int Collect(const CollectOptions& o, const IntervalSink& sink) {
   const auto start = Clock::now();
   Snapshot before = session->Read();
   const Snapshot origin = before;
+  if (o.on_start) o.on_start();
   // New copies of the plugin are looked for at least once a second, whatever the interval (report's
   // single interval is its whole duration); the file's later processes are covered once it is attached.
   const auto rescan_every = std::chrono::duration<double>(std::min(o.interval_s, 1.0));

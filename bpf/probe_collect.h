@@ -16,6 +16,7 @@ struct CollectOptions {
   double interval_s = 1.0;
   double duration_s = 0;           // 0: until SIGINT/SIGTERM
   std::string ready_file;          // created once the probes are attached (for scripts and tests)
+  std::function<void()> on_start;  // called when the window starts (the first sample), if set
 };
 
 // Called once per interval with that interval's counters and the totals so far; `last` on the final call.

@@ -86,6 +86,7 @@ nlohmann::json ReportJson(const Snapshot& total, const ReportFindings& f, double
                    {"retransmits", f.retransmits},
                    {"hot_spots", f.hot_spots}};
   if (!f.links.is_null()) j["findings"]["topology_links"] = f.links;
+  if (!f.hidden_loss.is_null()) j["findings"]["hidden_loss"] = f.hidden_loss;
   return j;
 }
 

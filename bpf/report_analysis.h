@@ -19,6 +19,8 @@ struct ReportFindings {
   // task sent more than 80% of the bytes (bpf/link_hot_spots.h).
   nlohmann::json hot_spots = nlohmann::json::array();
   nlohmann::json links;  // with a topology: every loaded link's bytes per task, and the unrouted bytes
+  // FEC and RDMA loss counters per NIC over the window (bpf/hidden_loss.h); null when not sampled.
+  nlohmann::json hidden_loss;
 };
 
 // `topology`: the fabric file (pathctl's format) when given, for the link hot spots.

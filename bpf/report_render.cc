@@ -131,6 +131,50 @@ std::string HeatMapSvg(const Snapshot& s) {
   return o.str();
 }
 
+std::string Count(const nlohmann::json& v) { return v.is_null() ? "not available" : v.dump(); }
+
+// Per NIC: FEC blocks and rate, RDMA loss counters, whether flagged and why.
+std::string HiddenLossMarkdown(const nlohmann::json& h) {
+  std::ostringstream o;
+  o << "\n## Hidden loss (NIC FEC and RDMA counters)\n\n"
+    << h["formula"].get<std::string>() << "; flagged above " << Fmt("%.3g", h["threshold"].get<double>())
+    << ", or when an RDMA error or loss counter moved. NICs: " << h["nics_from"].get<std::string>() << ".\n\n";
+  if (h["nics"].empty()) {
+    o << "none\n";
+    return o.str();
+  }
+  o << "| NIC | rx bytes | FEC corrected blocks | FEC uncorrectable blocks | FEC error rate | RDMA error and loss counters | "
+       "flagged |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& n : h["nics"]) {
+    const auto& fec = n["fec"];
+    const auto& rdma = n["rdma"];
+    o << "| " << n["nic"].get<std::string>() << " | " << Count(n["rx_bytes"]) << " | ";
+    if (fec["available"].get<bool>()) {
+      o << Count(fec["corrected_blocks"]) << " | " << Count(fec["uncorrectable_blocks"]) << " | "
+        << (fec["error_rate"].is_null() ? "not available (" + fec["why_no_rate"].get<std::string>() + ")"
+                                        : Fmt("%.3g", fec["error_rate"].get<double>()))
+        << " | ";
+    } else {
+      o << "not available | not available | " << fec["why"].get<std::string>() << " | ";
+    }
+    if (rdma["available"].get<bool>()) {
+      o << rdma["device"].get<std::string>() << " port " << rdma["port"] << ":";
+      for (const auto& [name, v] : rdma["counters"].items()) o << " " << name << " " << Count(v);
+    } else {
+      o << rdma["why"].get<std::string>();
+    }
+    o << " | ";
+    if (n["flagged"].get<bool>()) {
+      o << "**yes**:";
+      for (const auto& r : n["reasons"]) o << " " << r.get<std::string>() << ";";
+    } else {
+      o << "no";
+    }
+    o << " |\n";
+  }
+  return o.str();
+}
+
 std::string FindingsMarkdown(const ReportFindings& f) {
   std::ostringstream o;
   o << "## Tasks missing their SLA\n\n";
@@ -172,6 +216,7 @@ std::string FindingsMarkdown(const ReportFindings& f) {
   if (!f.links.is_null() && f.links["unrouted_bytes"].get<uint64_t>() != 0)
     o << "\n" << f.links["unrouted_bytes"] << " sent bytes not placed on the topology (no path socket, or its addresses "
       << "are not in the file)\n";
+  if (!f.hidden_loss.is_null()) o << HiddenLossMarkdown(f.hidden_loss);
   return o.str();
 }
 

@@ -16,7 +16,8 @@
 //   pause / resume: task hash, peer.
 //   path_up: task hash, peer, path index, the path socket's ends (const char*): "local:port->remote:port"
 //     on the connecting side, the remote "address:port" on the accepting side (whose local end is the
-//     listening address); once per path when a connection is made, so a tool can name a socket's path.
+//     listening address); once per path when a connection is made, and again on both sides when failback
+//     brings a path back on a new socket, so a tool can name a socket's path.
 
 #if defined(FF_HAVE_SDT)
 

@@ -59,6 +59,8 @@ bool RecvComm::AdoptRejoins() {
     // Whatever the old path was receiving is gone with it; the sender re-sent that chunk.
     path_entry_[static_cast<size_t>(i)] = nullptr;
     DropStaged(i);
+    // The new socket's remote end, as at accept (the sender announces its side after its failback).
+    FF_PROBE(path_up, opts_.task_hash, peer_.c_str(), i, paths_[static_cast<size_t>(i)]->Describe().c_str());
     FF_WARN("path %d from %s reconnected (failback); receiving on %s", i, pr.peer.c_str(), DescribeAlive().c_str());
   }
   return true;

@@ -718,6 +718,8 @@ void SendComm::TryFailback(uint64_t now_ns) {
     fresh_st.back_ns = now_ns;
     ++failbacks_;
     FF_PROBE(failback, opts_.task_hash, peer_.c_str(), i);
+    // The new socket's ends, as at connect, so the probe names its retransmissions after this path.
+    FF_PROBE(path_up, opts_.task_hash, peer_.c_str(), i, paths_[static_cast<size_t>(i)]->Describe().c_str());
     if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
       opts_.stats->AddFailback(opts_.stats_task);
     FF_WARN("failback to %s: path %d (%s) reconnected after %.2f s down (attempt %d); now on %s", peer_.c_str(), i,

@@ -25,6 +25,12 @@ constexpr std::string_view kRdmaNames[kRdmaCounterCount] = {
     "port_rcv_errors",       "local_link_integrity_errors", "excessive_buffer_overrun_errors",
 };
 
+constexpr std::string_view kRdmaLossNames[kRdmaLossCounterCount] = {
+    "out_of_sequence",   "packet_seq_err", "local_ack_timeout_err", "rnr_nak_retry_err",
+    "duplicate_request", "implied_nak_seq_err", "out_of_buffer",    "out_of_seq_request",
+    "rcvd_seq_err",      "retry_exceeded_err", "completer_retry_err",
+};
+
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;
   std::unique_ptr<DIR, DirCloser> d(::opendir(dir.c_str()));
@@ -46,6 +52,7 @@ bool IsDir(const std::string& path) {
 
 std::string_view NetCounterName(NetCounter c) { return kNetNames[static_cast<size_t>(c)]; }
 std::string_view RdmaCounterName(RdmaCounter c) { return kRdmaNames[static_cast<size_t>(c)]; }
+std::string_view RdmaLossCounterName(RdmaLossCounter c) { return kRdmaLossNames[static_cast<size_t>(c)]; }
 
 NicCounterReader::NicCounterReader(const std::string& root, const std::string& ifname) : ifname_(ifname) {
   const std::string ifdir = root + "/sys/class/net/" + ifname;
@@ -79,6 +86,9 @@ NicCounterReader::NicCounterReader(const std::string& root, const std::string& i
   rdma_port_ = port;
   const std::string cdir = ibdir + "/ports/" + std::to_string(port) + "/counters/";
   for (size_t i = 0; i < kRdmaCounterCount; ++i) rdma_[i] = pcie::SysfsAttribute(cdir + std::string(kRdmaNames[i]));
+  const std::string hdir = ibdir + "/ports/" + std::to_string(port) + "/hw_counters/";
+  for (size_t i = 0; i < kRdmaLossCounterCount; ++i)
+    rdma_loss_[i] = pcie::SysfsAttribute(hdir + std::string(kRdmaLossNames[i]));
 }
 
 bool NicCounterReader::has_net_counters() const {
@@ -103,6 +113,14 @@ void NicCounterReader::ReadNet(NetCounters* out, const WarnFn& warn) {
 
 void NicCounterReader::ReadRdma(RdmaCounters* out, const WarnFn& warn) {
   for (size_t i = 0; i < kRdmaCounterCount; ++i) out->values[i] = rdma_[i].ReadU64(warn);
+}
+
+bool NicCounterReader::has_rdma_loss_counters() const {
+  return std::any_of(rdma_loss_.begin(), rdma_loss_.end(), [](const pcie::SysfsAttribute& a) { return a.present(); });
+}
+
+void NicCounterReader::ReadRdmaLoss(RdmaLossCounters* out, const WarnFn& warn) {
+  for (size_t i = 0; i < kRdmaLossCounterCount; ++i) out->values[i] = rdma_loss_[i].ReadU64(warn);
 }
 
 }  // namespace ff::health

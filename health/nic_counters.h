@@ -1,5 +1,6 @@
 // Error and traffic counters of one net interface (sysfs statistics) and of the RDMA port
-// behind it (infiniband port counters), sampled from kernel files under a root prefix.
+// behind it (infiniband port counters and the driver's hw_counters), sampled from kernel files under
+// a root prefix.
 #pragma once
 
 #include <array>
@@ -44,6 +45,26 @@ enum class RdmaCounter : uint8_t {
 inline constexpr size_t kRdmaCounterCount = static_cast<size_t>(RdmaCounter::kCount);
 std::string_view RdmaCounterName(RdmaCounter c);  // the file name, e.g. "symbol_error"
 
+// <root>/sys/class/infiniband/<dev>/ports/<port>/hw_counters/<name>: the driver's transport counters
+// that tell of packets lost and retransmitted (hidden loss). Names differ by driver: the first seven
+// are mlx5's, the last four Soft-RoCE's (rxe); a device has the ones its driver keeps.
+enum class RdmaLossCounter : uint8_t {
+  kOutOfSequence,       // packets that arrived out of order (something before them was lost)
+  kPacketSeqErr,        // NAK-sequence errors received: the peer saw a gap
+  kLocalAckTimeoutErr,  // our requests not acknowledged in time (retransmitted)
+  kRnrNakRetryErr,      // receiver-not-ready retries exhausted
+  kDuplicateRequest,    // requests received twice (the peer retransmitted)
+  kImpliedNakSeqErr,    // reads/atomics answered out of sequence (an implied NAK)
+  kOutOfBuffer,         // packets dropped for want of a receive buffer
+  kRxeOutOfSeqRequest,
+  kRxeRcvdSeqErr,
+  kRxeRetryExceededErr,
+  kRxeCompleterRetryErr,
+  kCount,
+};
+inline constexpr size_t kRdmaLossCounterCount = static_cast<size_t>(RdmaLossCounter::kCount);
+std::string_view RdmaLossCounterName(RdmaLossCounter c);  // the file name, e.g. "out_of_sequence"
+
 // One sample; an empty slot means the file is absent, unreadable or malformed.
 struct NetCounters {
   std::array<std::optional<uint64_t>, kNetCounterCount> values;
@@ -54,6 +75,11 @@ struct RdmaCounters {
   std::array<std::optional<uint64_t>, kRdmaCounterCount> values;
   std::optional<uint64_t>& operator[](RdmaCounter c) { return values[static_cast<size_t>(c)]; }
   const std::optional<uint64_t>& operator[](RdmaCounter c) const { return values[static_cast<size_t>(c)]; }
+};
+struct RdmaLossCounters {
+  std::array<std::optional<uint64_t>, kRdmaLossCounterCount> values;
+  std::optional<uint64_t>& operator[](RdmaLossCounter c) { return values[static_cast<size_t>(c)]; }
+  const std::optional<uint64_t>& operator[](RdmaLossCounter c) const { return values[static_cast<size_t>(c)]; }
 };
 
 // Opens an interface's counter files once; Read* then costs one pread per counter.
@@ -73,6 +99,9 @@ class NicCounterReader {
 
   void ReadNet(NetCounters* out, const WarnFn& warn);
   void ReadRdma(RdmaCounters* out, const WarnFn& warn);
+  // The hw_counters this port's driver keeps (any of RdmaLossCounter); false when it keeps none.
+  bool has_rdma_loss_counters() const;
+  void ReadRdmaLoss(RdmaLossCounters* out, const WarnFn& warn);
 
  private:
   std::string ifname_;
@@ -81,6 +110,7 @@ class NicCounterReader {
   std::string rdma_device_;
   uint32_t rdma_port_ = 0;
   std::array<pcie::SysfsAttribute, kRdmaCounterCount> rdma_;
+  std::array<pcie::SysfsAttribute, kRdmaLossCounterCount> rdma_loss_;
 };
 
 }  // namespace ff::health

@@ -140,6 +140,31 @@ TEST(NicCounterReader, DevPortSelectsThePortOfATwoPortDevice) {
   EXPECT_EQ(*c[RdmaCounter::kSymbolError], 50u);
 }
 
+TEST(NicCounterReader, ReadsTheLossHwCountersItsDriverKeeps) {
+  FixtureTree t;
+  WriteStats(t, "eth0", 0);
+  AddRdma(t, "eth0", "mlx5_0", 1, 0);
+  NicCounterReader none(t.root(), "eth0");
+  EXPECT_FALSE(none.has_rdma_loss_counters());  // counters/ but no hw_counters/
+  const std::string hw = "sys/class/infiniband/mlx5_0/ports/1/hw_counters/";
+  t.Write(hw + "out_of_sequence", "12\n");
+  t.Write(hw + "local_ack_timeout_err", "3\n");
+  t.Write(hw + "rcvd_seq_err", "5\n");      // rxe's name
+  t.Write(hw + "rx_write_requests", "9\n");  // not a loss counter
+  NicCounterReader r(t.root(), "eth0");
+  ASSERT_TRUE(r.has_rdma_loss_counters());
+  RdmaLossCounters c;
+  r.ReadRdmaLoss(&c, nullptr);
+  EXPECT_EQ(*c[RdmaLossCounter::kOutOfSequence], 12u);
+  EXPECT_EQ(*c[RdmaLossCounter::kLocalAckTimeoutErr], 3u);
+  EXPECT_EQ(*c[RdmaLossCounter::kRxeRcvdSeqErr], 5u);
+  EXPECT_FALSE(c[RdmaLossCounter::kPacketSeqErr]);
+  EXPECT_EQ(RdmaLossCounterName(RdmaLossCounter::kImpliedNakSeqErr), "implied_nak_seq_err");
+  t.Write(hw + "out_of_sequence", "20\n");
+  r.ReadRdmaLoss(&c, nullptr);
+  EXPECT_EQ(*c[RdmaLossCounter::kOutOfSequence], 20u);
+}
+
 // Real kernel: lo's counters are live and grow when a datagram crosses it.
 TEST(NicCounterReaderRealKernel, LoopbackCountersGrowAfterSendingAPacket) {
   NicCounterReader r("", "lo");

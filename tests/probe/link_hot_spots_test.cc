@@ -93,5 +93,26 @@ TEST(ProbeLinkHotSpots, OneTaskOverEightyPercentOfALinksBytesIsAHotSpot) {
   EXPECT_EQ(LinkHotSpots(s, *topo, 0.85).hot_spots.size(), 2u);
 }
 
+TEST(ProbeLinkHotSpots, AFailedBackPathIsPlacedOnItsNewSocketOnly) {
+  std::string error;
+  auto topo = pathctl::ParseTopologyJson(kTopology, &error);
+  ASSERT_TRUE(topo) << error;
+  Snapshot s;
+  s.timeline = {
+      PathUp("A", "10.1.0.3:5000", 0, "10.1.0.2:50000->10.1.0.3:5000"),  // spine0
+      PathUp("A", "10.1.0.3:5000", 1, "10.1.0.2:50002->10.1.0.3:5000"),  // spine0; fails, then
+      PathUp("A", "10.1.0.3:5000", 1, "10.1.0.2:60000->10.1.0.3:6000"),  // failback on spine1
+  };
+  AddFlow(s, "A", "10.1.0.3:5000", 1, "send", 300);   // path 1: on its latest socket
+  AddFlow(s, "A", "10.1.0.3:5000", -1, "send", 100);  // striped: one socket per path, 50 each
+  const LinkLoad l = LinkHotSpots(s, *topo);
+  EXPECT_EQ(l.unrouted_bytes, 0u);
+  std::map<std::string, nlohmann::json> links;
+  for (const auto& x : l.links) links[x["link"].get<std::string>()] = x;
+  EXPECT_EQ(links["h0-nic0~leaf0"]["bytes"], 400) << l.links.dump();
+  EXPECT_EQ(links["leaf0~spine0"]["bytes"], 50) << l.links.dump();
+  EXPECT_EQ(links["leaf0~spine1"]["bytes"], 350) << l.links.dump();
+}
+
 }  // namespace
 }  // namespace ff::probe
