@@ -506,11 +506,22 @@ PumpResult RdmaPath::Poll(FrameSink& sink) {
       peer_checked_ns_ = now;
       char byte;
       const ssize_t r = ::recv(peer_fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        last_errno_ = r == 0 ? ECONNRESET : errno;
+      const int err = r < 0 ? errno : 0;
+      if (r == 0 || err == ECONNRESET || err == EPIPE) {
+        last_errno_ = r == 0 ? ECONNRESET : err;
         rx_error_ = "path " + std::to_string(index()) + " (" + describe_ + "): the peer closed the connection's " +
                     "bootstrap stream (its process exited)";
         return PumpResult::kClosed;
+      }
+      if (r < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+        // The stream's own network failed (keepalive and TCP_USER_TIMEOUT give ETIMEDOUT once its
+        // interface is down; an unreachable route gives EHOSTUNREACH), not the peer process: the
+        // stream may ride the very interface whose port failed while this QP runs on another one.
+        // The QP carries on; only the peer-exit watch ends (the socket reads EOF from now on).
+        FF_INFO(NCCL_NET, "verbs: path %d (%s): bootstrap stream failed (%s); no longer watching it for the peer's exit",
+                index(), describe_.c_str(), std::strerror(err));
+        ::close(peer_fd_);
+        peer_fd_ = -1;
       }
     }
   }
@@ -557,6 +568,9 @@ PumpResult RdmaPath::Poll(FrameSink& sink) {
 void RdmaPath::Fence() {
   DropQueued();
   if (!qp_) return;
+  // Whatever the device said meanwhile is read (and logged) now, even when the carrier or the
+  // watchdog was first: the event is part of the record, and this path polls no more.
+  if (dev_.events) dev_.events->PollNow();
   if (!fenced_) {
     fenced_ = true;
     ibv_qp_attr a{};

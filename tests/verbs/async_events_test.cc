@@ -2,8 +2,12 @@
 // millisecond, every event is acknowledged, and each kind fails exactly the paths it concerns.
 #include "verbs/async_events.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -176,6 +180,43 @@ TEST(AsyncEvents, ADestroyedQpsFailureDoesNotFollowItsNumber) {
   EXPECT_NE(dev->events->ForPath(1, qpn).err, 0);
   a.reset();
   EXPECT_EQ(dev->events->ForPath(1, qpn).err, 0);
+}
+
+// The bootstrap-stream watch: EOF is the peer process gone (the path ends); an error of the stream's
+// own network (here ECONNREFUSED on a connected UDP socket; in the VM, ETIMEDOUT from keepalive once
+// the stream's interface is down) only ends the watch, and the QP carries on.
+TEST(RdmaPathPeerWatch, EofEndsThePathAStreamErrorOnlyEndsTheWatch) {
+  testing::FakeVerbs fake("rxe0=A");
+  auto dev = Open(fake, "rxe0", 1);
+  auto a = MakePath(*dev, 0);
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  a->WatchPeer(sv[0]);
+  EXPECT_EQ(PollFor(*a, 30), PumpResult::kIdle);
+  ::close(sv[1]);
+  EXPECT_EQ(PollFor(*a, 100), PumpResult::kClosed);
+  EXPECT_NE(a->rx_error().find("its process exited"), std::string::npos) << a->rx_error();
+
+  auto b = MakePath(*dev, 1);
+  const int u = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(u, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  {
+    // A port nobody listens on: bind one, learn it, close it.
+    const int tmp = socket(AF_INET, SOCK_DGRAM, 0);
+    ASSERT_EQ(bind(tmp, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+    socklen_t len = sizeof(to);
+    ASSERT_EQ(getsockname(tmp, reinterpret_cast<sockaddr*>(&to), &len), 0);
+    ::close(tmp);
+  }
+  ASSERT_EQ(connect(u, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+  ASSERT_EQ(send(u, "x", 1, 0), 1);  // the ICMP port unreachable leaves ECONNREFUSED pending
+  b->WatchPeer(u);
+  EXPECT_EQ(PollFor(*b, 100), PumpResult::kIdle);
+  EXPECT_EQ(b->PendingError(), 0);
+  EXPECT_EQ(fcntl(u, F_GETFD), -1);  // the path closed the failed stream: the watch is over
 }
 
 }  // namespace

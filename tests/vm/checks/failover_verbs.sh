@@ -9,7 +9,8 @@
 # path's cause (async = a verbs async event, IBV_EVENT_PORT_ERR here; carrier = rtnetlink; stall =
 # the watchdog's absolute rule; silent = its relative rule), the time from the cut to the detection,
 # and the time from the cut until the re-sent data was acknowledged on the other port (detection +
-# pause: traffic flows on the backup). FF_FAILOVER_TRIALS=N runs N trials, every one to the end,
+# pause: traffic flows on the backup). Times count from the stamp taken just before the cut command;
+# cut_window_ms is how long that command took (the cut happened within it). FF_FAILOVER_TRIALS=N runs N trials, every one to the end,
 # then prints `SUMMARY trials=N exact=K` and the median/p99 (nearest rank) of both times.
 # FF_FAULT=drop makes the cut silent instead: an nftables rule drops every RoCE packet leaving va0
 # (no carrier event; the QP's retries or the plugin's stall rule, whichever comes first, decide).
@@ -35,6 +36,9 @@ for ((t = 1; t <= trials; t++)); do
   # The cut comes once the job runs (its first result row: connections up, one size done), plus 0.5 s.
   (
     for ((i = 0; i < 1200; i++)); do grep -q '^ *allreduce' "$out" 2>/dev/null && break; sleep 0.1; done
+    # ip and nft load over 9p (a second or more under TCG): load them once before the clock starts.
+    ip link show va0 >/dev/null
+    nft --version >/dev/null 2>&1 || true
     sleep 0.5
     date +%s.%N >"$cutfile"
     if [ "$fault" = drop ]; then
@@ -49,6 +53,7 @@ NFT
     else
       ip link set va0 down
     fi
+    date +%s.%N >>"$cutfile"  # the cut happened between the two stamps
   ) &
   cutter=$!
   tx1_before=$(counter va1 tx_packets)
@@ -88,12 +93,13 @@ NFT
     "") cause=none ;;
     *) cause=other ;;
   esac
-  cut="$(cat "$cutfile" 2>/dev/null || echo 0)"
+  cut="$(head -n1 "$cutfile" 2>/dev/null || echo 0)"
+  cut_window="$(awk 'NR == 1 { a = $1 } NR == 2 { printf "%.1f", ($1 - a) * 1000 }' "$cutfile" 2>/dev/null)"
   times="$(sed -n 's/.*paused \([0-9.]*\) ms.*detected at unix \([0-9.]*\)).*/\2 \1/p' "$out" |
     awk -v cut="$cut" 'BEGIN { d = -1; b = -1 }
       { dm = ($1 - cut) * 1000; bm = dm + $2; if (dm > d) d = dm; if (bm > b) b = bm }
       END { if (d < 0) print "nan nan"; else printf "%.1f %.1f\n", d, b }')"
-  echo "TRIAL $t exact=$exact cause=$cause detect_ms=${times% *} backup_ms=${times#* }" | tee -a "$per_trial"
+  echo "TRIAL $t exact=$exact cause=$cause detect_ms=${times% *} backup_ms=${times#* } cut_window_ms=${cut_window:-nan}" | tee -a "$per_trial"
   rm -f "$out" "$cutfile"
 done
 # Per trial: each sender's failover line gives how long the path had been without progress when it
