@@ -5,7 +5,8 @@
 # `ip link set va0 down` takes rxe_a0's port away 3 s in. The job must finish with exact results on
 # the other port, the plugin must log the failed QP, and va1 must carry traffic after the cut.
 # Prints the plugin's failover lines (cause, detection time) for the timeline, and per trial
-# `TRIAL t exact=0|1 cause=async|carrier|stall|silent|other detect_ms= backup_ms=`: the first failed
+# `TRIAL t exact=0|1 cause=async|carrier|stall|silent|completion|other detect_ms= backup_ms=
+# silent_plus_pause_ms= cut_window_ms=`: the first failed
 # path's cause (async = a verbs async event, IBV_EVENT_PORT_ERR here; carrier = rtnetlink; stall =
 # the watchdog's absolute rule; silent = its relative rule), the time from the cut to the detection,
 # and the time from the cut until the re-sent data was acknowledged on the other port (detection +
@@ -90,6 +91,7 @@ NFT
     *"carrier lost"*) cause=carrier ;;
     *"no acknowledgement"*) cause=stall ;;
     *"silent while"*) cause=silent ;;
+    *"completion failed"*) cause=completion ;;  # the QP's own retries ran out (or its peer's did)
     "") cause=none ;;
     *) cause=other ;;
   esac
@@ -99,7 +101,11 @@ NFT
     awk -v cut="$cut" 'BEGIN { d = -1; b = -1 }
       { dm = ($1 - cut) * 1000; bm = dm + $2; if (dm > d) d = dm; if (bm > b) b = bm }
       END { if (d < 0) print "nan nan"; else printf "%.1f %.1f\n", d, b }')"
-  echo "TRIAL $t exact=$exact cause=$cause detect_ms=${times% *} backup_ms=${times#* } cut_window_ms=${cut_window:-nan}" | tee -a "$per_trial"
+  # The plugin's own measure, free of the cut command's duration: how long the path had been silent
+  # when judged, plus the pause until the re-sent data was acknowledged on the backup.
+  judged="$(sed -n 's/.*detected after \([0-9.]*\) ms without progress, paused \([0-9.]*\) ms.*/\1 \2/p' "$out" |
+    awk 'BEGIN { m = -1 } { if ($1 + $2 > m) m = $1 + $2 } END { if (m < 0) print "nan"; else printf "%.1f\n", m }')"
+  echo "TRIAL $t exact=$exact cause=$cause detect_ms=${times% *} backup_ms=${times#* } silent_plus_pause_ms=$judged cut_window_ms=${cut_window:-nan}" | tee -a "$per_trial"
   rm -f "$out" "$cutfile"
 done
 # Per trial: each sender's failover line gives how long the path had been without progress when it
@@ -117,6 +123,8 @@ pct() {  # pct FIELD: median and p99 (nearest rank) of a TRIAL field
 }
 pct detect_ms
 pct backup_ms
+pct silent_plus_pause_ms
+pct cut_window_ms
 echo "SUMMARY trials=$trials exact=$((trials - failed)) causes: $(sed -n 's/.* cause=\([a-z]*\) .*/\1/p' "$per_trial" | sort | uniq -c | tr -s ' \n' ' ')"
 rm -f "$all" "$per_trial"
 [ "$failed" -eq 0 ] || fail "$failed of $trials trial(s) did not finish exactly"
