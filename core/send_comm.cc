@@ -363,7 +363,7 @@ void SendComm::BeginFailover(Path& dead, const std::string& why, uint64_t silent
   resent_bytes_ += resent;
   // A dead path whose transport wrote straight into the receiver's buffers: the receiver must fence
   // its end before any chunk re-sent elsewhere can complete a receive (see QueueFenceNotices). A
-  // hedged path is still open and was not fenced here; RDMA paths are never hedged.
+  // hedged path is still open and was not fenced here (the plugin never hedges RDMA paths).
   if (dead.NeedsPostedBuffer() && !dead.alive()) {
     if (notice_owed_.size() < paths_.size()) notice_owed_.resize(paths_.size(), 0);
     for (auto& q : paths_)
