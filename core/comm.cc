@@ -314,7 +314,8 @@ bool Comm::HandlePump(Path& p, PumpResult r) {
       }
       return PathDown(p, "peer closed the connection");
     case PumpResult::kIoError:
-      return PathDown(p, ErrnoMessage("receive failed", p.last_errno()));
+      // The transport's own account, when it has one (verbs: the async event or failed completion).
+      return PathDown(p, ErrnoMessage("receive failed", p.last_errno()) + (p.rx_error().empty() ? "" : "; " + p.rx_error()));
     case PumpResult::kBadFrame:
       Fail(RemoteError(p.rx_error()));
       return false;

@@ -141,6 +141,11 @@ HeaderVerdict RecvComm::OnHeader(Path& path, const FrameHeader& h, char** dest) 
     ack_requested_ = true;
     return HeaderVerdict::kAccept;
   }
+  if (h.type == static_cast<uint8_t>(FrameType::kPathEvent)) {
+    *dest = reinterpret_cast<char*>(&notice_in_);  // ValidateHeader checked the payload's size
+    return HeaderVerdict::kAccept;
+  }
+  if (fence_due_ != 0 && h.type == static_cast<uint8_t>(FrameType::kData)) return HeaderVerdict::kStall;
   if (h.type == static_cast<uint8_t>(FrameType::kAbort)) {
     reject_reason_ = "the sender " + peer_ + " aborted the connection (its message did not fit the posted buffer, "
                      "or it failed)";
@@ -219,6 +224,14 @@ HeaderVerdict RecvComm::PlaceData(int pi, const FrameHeader& h, char** dest) {
 }
 
 void RecvComm::OnFrameComplete(Path& path, const FrameHeader& h) {
+  if (h.type == static_cast<uint8_t>(FrameType::kPathEvent)) {
+    // The sender failed a path over and fenced its end: fence ours before the next chunk (Progress).
+    const PathEventMsg e = notice_in_;
+    if (static_cast<PathEvent>(e.event) == PathEvent::kDown && e.path < path_count() && e.path != path.index() &&
+        e.generation == path_generation(e.path) && paths_[e.path]->alive())
+      fence_due_ |= uint64_t{1} << e.path;
+    return;
+  }
   const size_t pi = static_cast<size_t>(path.index());
   if (path_stage_[pi] != 0) {
     Staged& s = staged_[static_cast<size_t>(path_stage_[pi] - 1)];
@@ -498,6 +511,22 @@ void RecvComm::ReportIfStuck(uint64_t now_ns) {
           static_cast<unsigned long long>(credit_sent_), reqs.c_str(), DescribePaths().c_str());
 }
 
+bool RecvComm::FenceNotified() {
+  while (fence_due_ != 0) {
+    const int i = __builtin_ctzll(fence_due_);
+    fence_due_ &= fence_due_ - 1;
+    Path& p = *paths_[static_cast<size_t>(i)];
+    if (!p.alive()) continue;  // failed here already (and fenced then)
+    ++fences_on_notice_;
+    // Synchronous: when PathDown returns, this end of the path accepts nothing more (RDMA: the QP is
+    // in ERR and its receives are flushed), so the chunks held in the other paths may complete receives.
+    if (!PathDown(p, "the sender failed it over; fenced here before its re-sent chunks are taken",
+                  PathFault::kPeerReported))
+      return false;
+  }
+  return true;
+}
+
 Status RecvComm::Progress() {
   if (!error_.ok()) return error_;
   const bool expecting = active_count_ > 0;
@@ -536,6 +565,7 @@ Status RecvComm::Progress() {
       Path& p = *paths_[static_cast<size_t>(i)];
       if (!p.alive()) continue;
       if (!HandlePump(p, p.Poll(*this))) return error_;
+      if (fence_due_ != 0 && !FenceNotified()) return error_;
       if (messages_done_ != done_before) {
         if (k + 1 < n) poll_after_ = i;
         break;

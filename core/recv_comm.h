@@ -79,6 +79,18 @@ class RecvComm final : public Comm {
   static constexpr uint64_t kDescBatch = 4;
   int last_rx_path_ = -1;       // path that last delivered a data frame
   bool ack_all_paths_ = false;  // a duplicate arrived: the next acknowledgement goes on every path
+  // The sender's fence notices (SendComm::QueueFenceNotices): paths it failed over whose end here is
+  // not fenced yet. While any is due, data frames wait in their paths (kStall): no chunk re-sent
+  // after the failover completes a receive before the fence is done.
+  uint64_t fence_due_ = 0;
+  PathEventMsg notice_in_{};
+  uint64_t fences_on_notice_ = 0;
+  bool FenceNotified();  // false when the communicator failed (the last path)
+
+ public:
+  uint64_t fences_on_notice() const { return fences_on_notice_; }  // tests
+
+ private:
   bool ack_requested_ = false;  // the sender asked for the acknowledgement again (kAckRequest)
   // Stuck-communicator diagnostics: frames completed, and when the count last moved.
   uint64_t frames_done_ = 0;

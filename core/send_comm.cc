@@ -175,10 +175,15 @@ bool SendComm::Match(SendMsg& m) {
 }
 
 Path* SendComm::PickPath(SendMsg& m) {
+  // A path that still owes the receiver a fence notice takes no chunk before it.
+  auto owes = [&](const Path& p) {
+    const size_t i = static_cast<size_t>(p.index());
+    return i < notice_owed_.size() && notice_owed_[i] != 0;
+  };
   if (m.home_path >= 0) {
     Path& p = *paths_[static_cast<size_t>(m.home_path)];
     if (p.alive() && !p.draining())
-      return p.queued_data_frames() < opts_.max_queued_chunks && p.CanQueue() ? &p : nullptr;
+      return p.queued_data_frames() < opts_.max_queued_chunks && p.CanQueue() && !owes(p) ? &p : nullptr;
     m.home_path = -1;
   }
   // Least loaded: bytes queued here, plus - for striped messages - what the transport still holds
@@ -188,7 +193,8 @@ Path* SendComm::PickPath(SendMsg& m) {
   Path* best = nullptr;
   uint64_t best_load = 0;
   for (auto& p : paths_) {
-    if (!p->alive() || p->draining() || !p->CanQueue() || p->queued_data_frames() >= opts_.max_queued_chunks)
+    if (!p->alive() || p->draining() || !p->CanQueue() || p->queued_data_frames() >= opts_.max_queued_chunks ||
+        owes(*p))
       continue;
     uint64_t load = p->queued_payload_bytes();
     if (striped) load += static_cast<uint64_t>(std::max<int64_t>(p->InFlightBytes(), 0));
@@ -221,6 +227,7 @@ void SendComm::QueueChunk(SendMsg& m, Path& p, uint64_t offset) {
 }
 
 void SendComm::Schedule() {
+  QueueFenceNotices();
   for (uint64_t seq = acked_seq_; seq < next_seq_; ++seq) {
     SendMsg& m = Msg(seq);
     if (!m.matched) {
@@ -354,6 +361,15 @@ void SendComm::BeginFailover(Path& dead, const std::string& why, uint64_t silent
   }
   failover_.resent_bytes += resent;
   resent_bytes_ += resent;
+  // A dead path whose transport wrote straight into the receiver's buffers: the receiver must fence
+  // its end before any chunk re-sent elsewhere can complete a receive (see QueueFenceNotices). A
+  // hedged path is still open and was not fenced here (the plugin never hedges RDMA paths).
+  if (dead.NeedsPostedBuffer() && !dead.alive()) {
+    if (notice_owed_.size() < paths_.size()) notice_owed_.resize(paths_.size(), 0);
+    for (auto& q : paths_)
+      if (q.get() != &dead && q->alive()) notice_owed_[static_cast<size_t>(q->index())] |= uint64_t{1} << idx;
+    QueueFenceNotices();
+  }
   if (inflight_count() == 0) {
     EndFailover();  // nothing owed: resume at once
     return;
@@ -364,6 +380,27 @@ void SendComm::BeginFailover(Path& dead, const std::string& why, uint64_t silent
 
 void SendComm::SendWitness(Path& p) {
   if (p.alive() && !p.draining() && p.CanQueue()) QueueControl(p, FrameType::kAckRequest);
+}
+
+void SendComm::QueueFenceNotices() {
+  for (auto& q : paths_) {
+    const size_t qi = static_cast<size_t>(q->index());
+    if (qi >= notice_owed_.size() || notice_owed_[qi] == 0) continue;
+    if (!q->alive()) {
+      notice_owed_[qi] = 0;
+      continue;
+    }
+    while (notice_owed_[qi] != 0 && q->CanQueue()) {
+      const int dead = __builtin_ctzll(notice_owed_[qi]);
+      notice_owed_[qi] &= notice_owed_[qi] - 1;
+      PathEventMsg m{};
+      m.path = static_cast<uint16_t>(dead);
+      m.event = static_cast<uint16_t>(PathEvent::kDown);
+      m.generation = path_generation(dead);
+      QueueControl(*q, FrameType::kPathEvent, &m, sizeof(m));
+      ++fence_notices_;
+    }
+  }
 }
 
 void SendComm::RequestAcks() {

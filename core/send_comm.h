@@ -55,6 +55,20 @@ class SendComm final : public Comm {
   // Pauses completions and re-queues every unacknowledged chunk that was on path `p` (failover).
   void BeginFailover(Path& p, const std::string& why, uint64_t silent_ns);
   void EndFailover();
+  // Fence notices (transports that write into the receiver's memory, NeedsPostedBuffer): after a
+  // failover every surviving path owes the receiver a PathEvent::kDown for the dead path, queued
+  // ahead of any chunk it carries from then on. The receiver fences its end of the dead path when
+  // the first one arrives, before it takes another chunk, so a late write of the fenced path can
+  // never land in a buffer that a re-sent chunk completed and NCCL reused.
+  // notice_owed_[q]: the dead paths whose notice path q has not queued yet; q gets no chunk until 0.
+  void QueueFenceNotices();
+  std::vector<uint64_t> notice_owed_;
+  uint64_t fence_notices_ = 0;
+
+ public:
+  uint64_t fence_notices() const { return fence_notices_; }  // queued so far (tests)
+
+ private:
   // Fails over the paths the receiver reported lost (PathEvent::kDown); false when the comm failed.
   bool ApplyPeerLoss();
   // Eager messages the peer's transport holds are owed only their (lazy) acknowledgement: a peer that

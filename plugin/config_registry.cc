@@ -114,6 +114,23 @@ const std::vector<KnobSpec> kSpecs = {
     {"NCCL_IB_HCA", KnobType::kString, "", 0, 0,
      "NCCL's RDMA device selection (verbs transport): mlx5_0:1,mlx5_1 - prefixes, '^' excludes, '=' matches "
      "exactly, ':N' picks a port"},
+    {"NCCL_IB_TIMEOUT", KnobType::kInt, "14", 1, 31,
+     "verbs: the RC QP's local ACK timeout, 4.096 us x 2^N per try (NCCL's name and meaning; NCCL's default is 20). "
+     "14 = 67 ms: above a busy host's round trip, and with NCCL_IB_RETRY_CNT=3 the QP gives up after 268 ms, "
+     "after FLEXIFORCE_PATH_STALL_MS has failed the path over and well before FLEXIFORCE_PEER_TIMEOUT_MS"},
+    {"NCCL_IB_RETRY_CNT", KnobType::kInt, "3", 0, 7,
+     "verbs: how often the RC QP retransmits before its work requests fail with a retry error (NCCL's name; "
+     "NCCL's default is 7)"},
+    {"NCCL_IB_SL", KnobType::kInt, "-1", -1, 15,
+     "verbs: InfiniBand service level of every QP when the SLA policy sets none (observe only, or an explicit "
+     "traffic class); -1: 0. When steering, the SLA level's SL wins"},
+    {"NCCL_IB_TC", KnobType::kInt, "-1", -1, 255,
+     "verbs: GRH traffic class byte (DSCP << 2 | ECN) of every QP when the policy sets none; -1: 0. A "
+     "communicator's ncclConfig trafficClass, FLEXIFORCE_TRAFFIC_CLASS and, when steering, the SLA level win"},
+    {"FLEXIFORCE_IB_MTU", KnobType::kChoice, "4096", 0, 0,
+     "verbs: cap on the path MTU in bytes; a QP uses the smaller of the two ports' active MTUs under this cap "
+     "(lower it for a fabric whose switches carry less)",
+     "256|512|1024|2048|4096"},
     {"NCCL_SOCKET_IFNAME", KnobType::kString, "", 0, 0,
      "NCCL's interface selection: comma-separated prefixes, '^' excludes, '=' matches exactly"},
     {"NCCL_SOCKET_FAMILY", KnobType::kString, "", 0, 0, "AF_INET or AF_INET6 to restrict the address family"},
@@ -324,6 +341,11 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.transport = str("FLEXIFORCE_TRANSPORT");
   c.ib_hca = str("NCCL_IB_HCA");
   c.ibverbs_library = str("FLEXIFORCE_IBVERBS_LIBRARY");
+  c.ib_timeout = static_cast<int>(num("NCCL_IB_TIMEOUT"));
+  c.ib_retry_cnt = static_cast<int>(num("NCCL_IB_RETRY_CNT"));
+  c.ib_sl = static_cast<int>(num("NCCL_IB_SL"));
+  c.ib_tc = static_cast<int>(num("NCCL_IB_TC"));
+  c.ib_mtu = 1 + static_cast<int>(num("FLEXIFORCE_IB_MTU"));  // the choice's index: 256 -> IBV_MTU_256 (1)
   return c;
 }
 

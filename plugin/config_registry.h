@@ -68,6 +68,11 @@ struct Config {
   std::string transport;      // FLEXIFORCE_TRANSPORT: "auto", "verbs" or "tcp"
   std::string ib_hca;         // NCCL_IB_HCA
   std::string ibverbs_library;  // FLEXIFORCE_IBVERBS_LIBRARY; empty: libibverbs.so.1
+  int ib_timeout;    // NCCL_IB_TIMEOUT: 4.096 us x 2^N per try
+  int ib_retry_cnt;  // NCCL_IB_RETRY_CNT
+  int ib_sl;         // NCCL_IB_SL; -1: unset
+  int ib_tc;         // NCCL_IB_TC; -1: unset
+  int ib_mtu;        // FLEXIFORCE_IB_MTU as an ibv_mtu value (1 = 256 ... 5 = 4096)
 };
 
 // A variable the training job sets about itself (AI_*): parsed by sla/'s parsers, not by the knob table.

@@ -330,7 +330,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
         // Distinct flow labels per path and connection: the label becomes the RoCE v2 source port.
         const uint16_t sport = static_cast<uint16_t>(0xC000 | ((fresh->conn_id >> 8) + static_cast<uint64_t>(i) * 0x1111) % 0x4000);
         if (Status fs = verbs::FlowLabelForUdpSourcePort(sport, &ro.qp.flow_label); !fs.ok()) return fs;
-        ro.qp.dscp = tcd.tos >= 0 ? static_cast<uint8_t>((tcd.tos >> 2) & 0x3f) : 0;
+        ApplyQpConfig(cfg, tcd.tos, tcd.sl, &ro.qp);
         const std::vector<int> slots = st.VerbsSlots(dev, npaths);
         const int pdev = slots[static_cast<size_t>(i) % slots.size()];
         ro.key_slot = static_cast<int>(static_cast<size_t>(i) % slots.size());

@@ -20,6 +20,7 @@
 #include "core/probes.h"
 #include "plugin/plugin_state.h"
 #include "core/task_profile.h"
+#include "sla/traffic_class.h"
 #include "tcp/interfaces.h"
 #include "tcp/tcp_stream.h"
 #if FF_WITH_VERBS
@@ -159,6 +160,15 @@ void ListenComm::Admit(PendingHello& p, uint64_t now) {
     const std::vector<int> slots = PluginState::Get().VerbsSlots(dev_, npaths);
     verbs::RdmaPathOptions ro;
     ro.key_slot = static_cast<int>(static_cast<size_t>(index) % slots.size());
+    // The acceptor's QP carries the receiver's control frames: the same knobs and SLA policy as the
+    // connector's (an accept has no ncclConfig).
+    const TaskProfile& task = PluginState::Get().task();
+    sla::TrafficClassInputs tci;
+    tci.steer = task.steer;
+    tci.knob = PluginState::Get().config().traffic_class;
+    tci.level = task.level;
+    const sla::TrafficClassDecision tcd = sla::DecideTrafficClass(tci);
+    ApplyQpConfig(PluginState::Get().config(), tcd.tos, tcd.sl, &ro.qp);
     const int pdev = slots[static_cast<size_t>(ro.key_slot)];
     Status vs = VerbsPathSetup::Create(VerbsPathSetup::Role::kAcceptor, index,
                                        *PluginState::Get().verbs_devices()[static_cast<size_t>(pdev)].rdma, ro,

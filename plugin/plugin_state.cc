@@ -93,6 +93,20 @@ Status PluginState::ChooseTransport() {
   if (out.empty()) return refuse_or_tcp("no RDMA port could be opened (" + failures + ")");
   verbs_devices_ = std::move(out);
   FF_INFO(NCCL_INIT | NCCL_NET, "transport: RDMA verbs (%s)", choice.reason.c_str());
+  {
+    const Config& c = *config_;
+    const double try_ms = verbs::QpGiveUpMs(c.ib_timeout, 0);
+    const double give_up_ms = verbs::QpGiveUpMs(c.ib_timeout, c.ib_retry_cnt);
+    FF_INFO(NCCL_INIT | NCCL_NET,
+            "verbs QPs: NCCL_IB_TIMEOUT %d (%.1f ms per try), NCCL_IB_RETRY_CNT %d (gives up after %.0f ms), MTU cap %d, "
+            "SL %d, traffic class %d (-1: the SLA policy's, else 0)",
+            c.ib_timeout, try_ms, c.ib_retry_cnt, give_up_ms, 128 << c.ib_mtu, c.ib_sl, c.ib_tc);
+    // The watchdog should judge a silent QP before the QP's own retries run out (verbs/qp_attrs.h).
+    if (c.path_stall_ms > 0 && give_up_ms <= c.path_stall_ms)
+      FF_WARN("verbs: a QP gives up after %.0f ms (NCCL_IB_TIMEOUT=%d, NCCL_IB_RETRY_CNT=%d), before "
+              "FLEXIFORCE_PATH_STALL_MS=%d: a silent path fails on the transport's retry error, not the watchdog",
+              give_up_ms, c.ib_timeout, c.ib_retry_cnt, c.path_stall_ms);
+  }
   for (size_t i = 0; i < verbs_devices_.size(); ++i) {
     const auto& d = verbs_devices_[i];
     FF_INFO(NCCL_INIT | NCCL_NET, "dev %zu: %s port %d speed %d Mbps%s%s, handshakes over %s", i, d.name.c_str(), d.port,

@@ -7,6 +7,20 @@
 
 namespace ff {
 
+verbs::QpKnobs QpKnobsFromConfig(const Config& cfg) {
+  verbs::QpKnobs k;
+  k.timeout = cfg.ib_timeout;
+  k.retry_cnt = cfg.ib_retry_cnt;
+  k.sl = cfg.ib_sl;
+  k.traffic_class = cfg.ib_tc;
+  k.mtu_cap = static_cast<ibv_mtu>(cfg.ib_mtu);
+  return k;
+}
+
+void ApplyQpConfig(const Config& cfg, int policy_tc, int policy_sl, verbs::RcQpParams* qp) {
+  verbs::ApplyQpKnobs(QpKnobsFromConfig(cfg), policy_tc, policy_sl, qp);
+}
+
 Status VerbsPathSetup::Create(Role role, int index, verbs::RdmaDevice& dev, const verbs::RdmaPathOptions& options,
                               std::unique_ptr<VerbsPathSetup>* out) {
   std::unique_ptr<VerbsPathSetup> s(new VerbsPathSetup(role));

@@ -14,9 +14,16 @@
 
 #include "base/status.h"
 #include "core/path.h"
+#include "plugin/config_registry.h"
 #include "verbs/rdma_path.h"
 
 namespace ff {
+
+// The registry's QP knobs (NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT, NCCL_IB_SL, NCCL_IB_TC, FLEXIFORCE_IB_MTU).
+verbs::QpKnobs QpKnobsFromConfig(const Config& cfg);
+// Sets one path's retry, MTU cap, SL and traffic class: the knobs under the traffic-class decision
+// (`policy_tc` / `policy_sl`: sla::TrafficClassDecision's tos and sl, -1 when it leaves the default).
+void ApplyQpConfig(const Config& cfg, int policy_tc, int policy_sl, verbs::RcQpParams* qp);
 
 class VerbsPathSetup {
  public:

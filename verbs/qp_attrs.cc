@@ -27,7 +27,6 @@ Status ValidateRcQpParams(const RcQpParams& p) {
   if (p.remote_psn > k24Bits) return OutOfRange("remote_psn", p.remote_psn, "0..0xffffff (24 bits)");
   if (p.local_psn > k24Bits) return OutOfRange("local_psn", p.local_psn, "0..0xffffff (24 bits)");
   if (p.flow_label > kFlowLabelBits) return OutOfRange("flow_label", p.flow_label, "0..0xfffff (20 bits)");
-  if (p.dscp > 63) return OutOfRange("dscp", p.dscp, "0..63");
   if (p.sl > 15) return OutOfRange("sl", p.sl, "0..15");
   if (p.timeout > 31) return OutOfRange("timeout", p.timeout, "0..31 (4.096 us * 2^timeout)");
   if (p.retry_cnt > 7) return OutOfRange("retry_cnt", p.retry_cnt, "0..7");
@@ -40,6 +39,20 @@ Status ValidateRcQpParams(const RcQpParams& p) {
 }
 
 ibv_mtu EffectivePathMtu(ibv_mtu active, ibv_mtu cap) { return std::min(active, cap); }
+
+void ApplyQpKnobs(const QpKnobs& k, int policy_tc, int policy_sl, RcQpParams* p) {
+  p->timeout = static_cast<uint8_t>(k.timeout);
+  p->retry_cnt = static_cast<uint8_t>(k.retry_cnt);
+  p->mtu_cap = k.mtu_cap;
+  const int tc = policy_tc >= 0 && policy_tc <= 255 ? policy_tc : k.traffic_class;
+  p->traffic_class = static_cast<uint8_t>(tc >= 0 && tc <= 255 ? tc : 0);
+  const int sl = policy_sl >= 0 && policy_sl <= 15 ? policy_sl : k.sl;
+  p->sl = static_cast<uint8_t>(sl >= 0 && sl <= 15 ? sl : 0);
+}
+
+double QpGiveUpMs(int timeout, int retry_cnt) {
+  return (retry_cnt + 1) * 4.096e-3 * static_cast<double>(1ull << std::min(std::max(timeout, 0), 31));
+}
 
 QpTransition BuildInit(const RcQpParams& p) {
   QpTransition t;
@@ -67,7 +80,7 @@ QpTransition BuildRtr(const RcQpParams& p) {
   ah.grh.sgid_index = p.gid_index;
   ah.grh.flow_label = p.flow_label & kFlowLabelBits;
   ah.grh.hop_limit = p.hop_limit;
-  ah.grh.traffic_class = static_cast<uint8_t>(p.dscp << 2);
+  ah.grh.traffic_class = p.traffic_class;
   ah.dlid = p.remote_lid;
   ah.sl = p.sl;
   ah.src_path_bits = 0;

@@ -29,18 +29,14 @@ struct RcQpParams {
   ibv_mtu mtu_cap = IBV_MTU_4096;
 
   // Steering, from the oracle: the flow label (20 bits) feeds the RoCE v2 UDP source port, so it is
-  // the path entropy; traffic class is DSCP << 2 (ECN bits left to the NIC); SL for InfiniBand/PFC.
+  // the path entropy; the GRH traffic class byte (DSCP << 2 plus the ECN bits, NCCL_IB_TC's
+  // convention); SL for InfiniBand/PFC. ApplyQpKnobs fills the last two from the policy and knobs.
   uint32_t flow_label = 0;
-  uint8_t dscp = 0;  // 6 bits
-  uint8_t sl = 0;    // 4 bits
+  uint8_t traffic_class = 0;  // 8 bits
+  uint8_t sl = 0;             // 4 bits
   uint8_t hop_limit = 255;
 
-  // Transport retry. The local ACK timeout is 4.096 us * 2^timeout: 14 -> ~67 ms per try, and the
-  // QP gives up after retry_cnt retries, ~4 x 67 = 268 ms. The plugin's watchdog decides first
-  // (FLEXIFORCE_PATH_STALL_FAST_MS 10 ms hedges, FLEXIFORCE_PATH_STALL_MS 100 ms fails the path) and
-  // fences the QP itself; NCCL's defaults (timeout 20, 7 retries: ~30 s) would hold a dead path's
-  // work requests for half a minute. 67 ms stays far above any fabric round trip, so congestion
-  // alone does not make the HCA retransmit.
+  // Transport retry (defaults: QpKnobs below, which says why).
   uint8_t timeout = 14;            // 5 bits
   uint8_t retry_cnt = 3;           // 3 bits
   uint8_t rnr_retry = 7;           // 7 = retry forever: receives are pre-posted, RNR means "slow", not dead
@@ -49,12 +45,45 @@ struct RcQpParams {
   uint8_t max_dest_rd_atomic = 1;  // RDMA reads the peer may have outstanding at us
 };
 
+// The QP knobs (NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT, NCCL_IB_SL, NCCL_IB_TC, FLEXIFORCE_IB_MTU), as
+// the plugin's registry resolved them.
+//
+// Why timeout 14 and retry_cnt 3. The local ACK timeout is 4.096 us * 2^timeout = 67.1 ms per try,
+// and the QP gives up after retry_cnt retries: (3 + 1) x 67.1 = 268 ms.
+//  - 67 ms per try is far above any fabric round trip, even on a host whose CPUs are saturated (the
+//    VM lane under TCG sees 20+ ms per 512 KiB write), so a busy but healthy path does not make the
+//    HCA retransmit.
+//  - 268 ms is above the watchdog's absolute rule (FLEXIFORCE_PATH_STALL_MS, 100 ms; core/path_health.h),
+//    so the watchdog, not the transport, decides a silent QP is dead on a connection with another path;
+//    and it is well under FLEXIFORCE_PEER_TIMEOUT_MS (10 s), which bounds the last path, where the
+//    QP's own give-up (IBV_WC_RETRY_EXC_ERR) is what ends it.
+//  - NCCL's defaults (timeout 20, 7 retries: 8 x 4.3 s = 34 s) would hold a dead path's work requests,
+//    and a last path's failure, for half a minute.
+// timeout 0 means "wait forever" in the IB spec, so the knob starts at 1.
+struct QpKnobs {
+  int timeout = 14;          // NCCL_IB_TIMEOUT, 1..31
+  int retry_cnt = 3;         // NCCL_IB_RETRY_CNT, 0..7
+  int sl = -1;               // NCCL_IB_SL, 0..15; -1: the SLA policy's SL, else 0
+  int traffic_class = -1;    // NCCL_IB_TC, 0..255; -1: the SLA policy's traffic class, else 0
+  ibv_mtu mtu_cap = IBV_MTU_4096;  // FLEXIFORCE_IB_MTU: the path MTU is the ports' active MTU under this
+};
+
+// The fields of `p` the knobs and the traffic-class policy set. `policy_tc` is the traffic-class byte
+// the policy chose (the communicator's ncclConfig trafficClass, FLEXIFORCE_TRAFFIC_CLASS, or the SLA
+// level's DSCP when steering), -1 when it leaves the backend's default; `policy_sl` likewise (the SLA
+// level's SL). Precedence: the policy, then NCCL_IB_TC / NCCL_IB_SL, then 0 - so a communicator's
+// trafficClass always wins, as it does for NCCL's own transport.
+void ApplyQpKnobs(const QpKnobs& k, int policy_tc, int policy_sl, RcQpParams* p);
+
+// (retry_cnt + 1) x 4.096 us x 2^timeout: how long a QP retries a silent peer before it fails.
+double QpGiveUpMs(int timeout, int retry_cnt);
+
 struct QpTransition {
   ibv_qp_attr attr{};
   int mask = 0;
 };
 
-// Checks every field against its width (PSN/QPN 24 bits, flow label 20, DSCP 6, SL 4, timeout 5,
+// Checks every field against its width (PSN/QPN 24 bits, flow label 20, SL 4, timeout 5,
 // retry 3), port >= 1 and the MTU enums; the error names the field and its accepted range.
 Status ValidateRcQpParams(const RcQpParams& p);
 

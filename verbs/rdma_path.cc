@@ -94,6 +94,12 @@ Status OpenRdmaDevice(const IbverbsLoader& ib, const std::string& name, int port
   if (int rc = ib.api().query_gid(dev->context.get(), dev->port, gid_index, &dev->gid); rc != 0)
     return SystemError(ErrnoMessage("ibv_query_gid(" + name + " GID " + std::to_string(gid_index) + ")",
                                     rc > 0 ? rc : errno));
+  dev->events = std::make_unique<AsyncEvents>(ib, dev->context.get(), name);
+  if (Status es = dev->events->Init(); !es.ok()) {
+    FF_WARN("verbs: %s: %s; a port or QP failure shows only through completions, carrier and the watchdog",
+            name.c_str(), es.message().c_str());
+    dev->events.reset();
+  }
   s = AllocPd(ib, dev->context.get(), &dev->pd);
   if (!s.ok()) return s;
   // Remote write: the receiver's posted buffers come from this cache and the peer writes into them.
@@ -116,6 +122,7 @@ void RdmaPath::WatchPeer(int fd) {
 
 RdmaPath::~RdmaPath() {
   if (peer_fd_ >= 0) ::close(peer_fd_);
+  if (qp_ && dev_.events) dev_.events->ForgetQp(qp_->qp_num);
   // The QP goes first, so no work request can still read a payload whose registration we drop next.
   qp_.reset();
   for (int i = 0; i < tx_posted_; ++i) {
@@ -463,20 +470,58 @@ PumpResult RdmaPath::Deliver(FrameSink& sink, const RxDone& d, bool* consumed) {
   return PumpResult::kIdle;
 }
 
+bool RdmaPath::CheckDeviceEvents() {
+  AsyncEvents* ev = dev_.events.get();
+  if (ev == nullptr || !qp_) return false;
+  const uint64_t gen = ev->PollIfDue(MonoNs());
+  if (gen == events_seen_) return false;
+  events_seen_ = gen;
+  if (fenced_ || pending_errno_ != 0) return false;
+  const AsyncEvents::Verdict v = ev->ForPath(dev_.port, qp_->qp_num);
+  if (v.err == 0) return false;
+  pending_errno_ = v.err;
+  last_errno_ = v.err;
+  event_failed_ = true;
+  rx_error_ = "path " + std::to_string(index()) + " (" + describe_ + "): " + v.why;
+  // A port error leaves the QP in RTS (it only stops getting acknowledgements); were the port to come
+  // back, its posted work requests would still be sent after their chunks went out on another path.
+  // ERR flushes them now; Fence later only waits for the flushed completions.
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  if (int rc = api_.modify_qp(qp_.get(), &a, IBV_QP_STATE); rc != 0)
+    FF_WARN("verbs: path %d (%s): moving the QP to ERR after %s failed: %s", index(), describe_.c_str(),
+            v.why.c_str(), std::strerror(rc > 0 ? rc : errno));
+  DropQueued();
+  return true;
+}
+
 PumpResult RdmaPath::Poll(FrameSink& sink) {
   ReapSends();
   if (fenced_) return PumpResult::kClosed;
+  // A device event is a hard signal: the path fails now, not at the watchdog's next look.
+  if (CheckDeviceEvents() || event_failed_) return PumpResult::kIoError;
   if (peer_fd_ >= 0) {
     const uint64_t now = MonoNs();
     if (now - peer_checked_ns_ >= kPeerWatchNs) {
       peer_checked_ns_ = now;
       char byte;
       const ssize_t r = ::recv(peer_fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        last_errno_ = r == 0 ? ECONNRESET : errno;
+      const int err = r < 0 ? errno : 0;
+      if (r == 0 || err == ECONNRESET || err == EPIPE) {
+        last_errno_ = r == 0 ? ECONNRESET : err;
         rx_error_ = "path " + std::to_string(index()) + " (" + describe_ + "): the peer closed the connection's " +
                     "bootstrap stream (its process exited)";
         return PumpResult::kClosed;
+      }
+      if (r < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+        // The stream's own network failed (keepalive and TCP_USER_TIMEOUT give ETIMEDOUT once its
+        // interface is down; an unreachable route gives EHOSTUNREACH), not the peer process: the
+        // stream may ride the very interface whose port failed while this QP runs on another one.
+        // The QP carries on; only the peer-exit watch ends (the socket reads EOF from now on).
+        FF_INFO(NCCL_NET, "verbs: path %d (%s): bootstrap stream failed (%s); no longer watching it for the peer's exit",
+                index(), describe_.c_str(), std::strerror(err));
+        ::close(peer_fd_);
+        peer_fd_ = -1;
       }
     }
   }
@@ -523,6 +568,9 @@ PumpResult RdmaPath::Poll(FrameSink& sink) {
 void RdmaPath::Fence() {
   DropQueued();
   if (!qp_) return;
+  // Whatever the device said meanwhile is read (and logged) now, even when the carrier or the
+  // watchdog was first: the event is part of the record, and this path polls no more.
+  if (dev_.events) dev_.events->PollNow();
   if (!fenced_) {
     fenced_ = true;
     ibv_qp_attr a{};

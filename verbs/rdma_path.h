@@ -19,6 +19,7 @@
 
 #include "base/status.h"
 #include "core/path.h"
+#include "verbs/async_events.h"
 #include "verbs/ibverbs_loader.h"
 #include "verbs/mr_cache.h"
 #include "verbs/qp_attrs.h"
@@ -31,6 +32,7 @@ namespace ff::verbs {
 struct RdmaDevice {
   const IbverbsLoader* ib = nullptr;
   ContextOwner context;
+  std::unique_ptr<AsyncEvents> events;  // the context's async events; null when its fd cannot be read
   PdOwner pd;
   std::unique_ptr<MrCache> mrs;  // host buffers: the sender's payloads, the receiver's posted buffers
   std::string name;
@@ -145,6 +147,10 @@ class RdmaPath final : public Path {
   void CompleteHead(bool ok);
   void NoteSendError(const ibv_wc& wc);
   PumpResult Deliver(FrameSink& sink, const RxDone& d, bool* consumed);
+  // Reads the device's async events (at most once per AsyncEvents::kPollIntervalNs) and, when one
+  // fails this path, records it as the pending error and moves the QP to ERR at once: nothing posted
+  // may still go out if the port comes back. True when the path failed now.
+  bool CheckDeviceEvents();
 
   RdmaDevice& dev_;
   const IbvApi& api_;
@@ -190,6 +196,8 @@ class RdmaPath final : public Path {
   uint64_t last_progress_ns_ = 0;
   int peer_fd_ = -1;
   uint64_t peer_checked_ns_ = 0;
+  uint64_t events_seen_ = 0;  // AsyncEvents::generation() last checked
+  bool event_failed_ = false;  // an async event failed this path (rx_error_ names it)
 };
 
 }  // namespace ff::verbs

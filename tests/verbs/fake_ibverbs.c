@@ -1,8 +1,14 @@
 /* A stand-in libibverbs for unit tests: the exported calls the loader resolves, backed by a device
- * table the test sets, a call log, and one-shot failure injection. No kernel, no device. */
+ * table the test sets, a call log, and one-shot failure injection. No kernel, no device.
+ * Contexts carry a data-path ops table (posts succeed, CQs stay empty) and a real async event fd
+ * (an eventfd, blocking as the real library leaves it); tests inject async events, count their
+ * acknowledgements, and read back the attributes of the last ibv_modify_qp per target state. */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +31,25 @@ static int g_num_devices;
 static char g_log[8192];
 static char g_fail_call[64];
 static int g_fail_errno;
+
+#define FAKE_MAX_EVENTS 16
+#define FAKE_MAX_QPS 64
+struct fake_event {
+  char device[IBV_SYSFS_NAME_MAX];
+  int type;
+  int arg; /* the port for port events, the QP number for QP events */
+};
+static struct fake_event g_events[FAKE_MAX_EVENTS];
+static int g_num_events;
+static int g_event_acks;
+static int g_event_would_block; /* reads of an empty, blocking async fd: the real library would hang */
+static struct ibv_qp* g_qps[FAKE_MAX_QPS];
+static struct {
+  int seen;
+  int mask;
+  struct ibv_qp_attr attr;
+} g_last_modify[IBV_QPS_ERR + 1];
+static int g_posted_send_wrs;
 
 static void log_call(const char* call, const char* object) {
   size_t used = strlen(g_log);
@@ -71,6 +96,53 @@ void fake_ibv_fail_next(const char* call, int err) {
   snprintf(g_fail_call, sizeof(g_fail_call), "%s", call);
   g_fail_errno = err;
 }
+/* Queues an async event for the next ibv_get_async_event on a context of `device`. */
+void fake_ibv_inject_async_event(const char* device, int type, int arg) {
+  if (g_num_events >= FAKE_MAX_EVENTS) return;
+  struct fake_event* e = &g_events[g_num_events++];
+  snprintf(e->device, sizeof(e->device), "%s", device);
+  e->type = type;
+  e->arg = arg;
+}
+int fake_ibv_pending_async_events(void) { return g_num_events; }
+int fake_ibv_async_acks(void) { return g_event_acks; }
+int fake_ibv_async_would_block(void) { return g_event_would_block; }
+int fake_ibv_posted_send_wrs(void) { return g_posted_send_wrs; }
+/* The attributes and mask of the last ibv_modify_qp to `state`; 0 when there was none. */
+int fake_ibv_last_modify(int state, struct ibv_qp_attr* attr, int* mask) {
+  if (state < 0 || state > IBV_QPS_ERR || !g_last_modify[state].seen) return 0;
+  *attr = g_last_modify[state].attr;
+  *mask = g_last_modify[state].mask;
+  return 1;
+}
+void fake_ibv_reset_events(void) {
+  g_num_events = 0;
+  g_event_acks = 0;
+  g_event_would_block = 0;
+  g_posted_send_wrs = 0;
+  memset(g_last_modify, 0, sizeof(g_last_modify));
+}
+
+/* --- the context's data-path ops (verbs.h calls them inline) ------------------------------------- */
+
+static int fake_poll_cq(struct ibv_cq* cq, int n, struct ibv_wc* wc) {
+  (void)cq;
+  (void)n;
+  (void)wc;
+  return 0;
+}
+static int fake_post_send(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr** bad) {
+  (void)bad;
+  if (qp->state != IBV_QPS_RTS) return EINVAL;
+  for (; wr; wr = wr->next) g_posted_send_wrs++;
+  return 0;
+}
+static int fake_post_recv(struct ibv_qp* qp, struct ibv_recv_wr* wr, struct ibv_recv_wr** bad) {
+  (void)qp;
+  (void)wr;
+  (void)bad;
+  return 0;
+}
 
 /* --- the exported verbs calls ---------------------------------------------------------------- */
 
@@ -95,11 +167,17 @@ struct ibv_context* ibv_open_device(struct ibv_device* d) {
   /* abi_compat stays NULL: not an extended context, so queries take the compat symbols. */
   struct ibv_context* c = calloc(1, sizeof(*c));
   c->device = d;
+  c->async_fd = eventfd(0, 0);
+  c->cmd_fd = -1;
+  c->ops.poll_cq = fake_poll_cq;
+  c->ops.post_send = fake_post_send;
+  c->ops.post_recv = fake_post_recv;
   log_call("open_device", d->name);
   return c;
 }
 int ibv_close_device(struct ibv_context* c) {
   log_call("close_device", ctx_name(c));
+  if (c->async_fd >= 0) close(c->async_fd);
   free(c);
   return 0;
 }
@@ -215,17 +293,32 @@ struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* attr) {
   qp->qp_type = attr->qp_type;
   qp->qp_num = next_qpn++;
   qp->state = IBV_QPS_RESET;
+  for (int i = 0; i < FAKE_MAX_QPS; i++) {
+    if (g_qps[i] == NULL) {
+      g_qps[i] = qp;
+      break;
+    }
+  }
   log_call("create_qp", ctx_name(pd->context));
   return qp;
 }
 #ifndef FAKE_IBV_OMIT_QP_CALLS /* the "old or broken library" variant lacks these */
 int ibv_modify_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask) {
-  if (mask & IBV_QP_STATE) qp->state = attr->qp_state;
+  if (mask & IBV_QP_STATE) {
+    qp->state = attr->qp_state;
+    if (attr->qp_state <= IBV_QPS_ERR) {
+      g_last_modify[attr->qp_state].seen = 1;
+      g_last_modify[attr->qp_state].mask = mask;
+      g_last_modify[attr->qp_state].attr = *attr;
+    }
+  }
   log_call("modify_qp", ctx_name(qp->context));
   return 0;
 }
 int ibv_destroy_qp(struct ibv_qp* qp) {
   log_call("destroy_qp", ctx_name(qp->context));
+  for (int i = 0; i < FAKE_MAX_QPS; i++)
+    if (g_qps[i] == qp) g_qps[i] = NULL;
   free(qp);
   return 0;
 }
@@ -238,12 +331,49 @@ int ibv_query_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask, struct i
   return 0;
 }
 int ibv_get_async_event(struct ibv_context* c, struct ibv_async_event* e) {
-  (void)c;
-  (void)e;
+  for (int i = 0; i < g_num_events; i++) {
+    if (strcmp(g_events[i].device, ctx_name(c)) != 0) continue;
+    struct fake_event ev = g_events[i];
+    memmove(&g_events[i], &g_events[i + 1], (size_t)(g_num_events - i - 1) * sizeof(ev));
+    g_num_events--;
+    memset(e, 0, sizeof(*e));
+    e->event_type = (enum ibv_event_type)ev.type;
+    switch (ev.type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+      case IBV_EVENT_COMM_EST:
+      case IBV_EVENT_SQ_DRAINED:
+      case IBV_EVENT_PATH_MIG:
+      case IBV_EVENT_PATH_MIG_ERR:
+      case IBV_EVENT_QP_LAST_WQE_REACHED:
+        for (int q = 0; q < FAKE_MAX_QPS; q++)
+          if (g_qps[q] != NULL && g_qps[q]->qp_num == (uint32_t)ev.arg) e->element.qp = g_qps[q];
+        break;
+      case IBV_EVENT_CQ_ERR:
+        e->element.cq = NULL;
+        break;
+      default:
+        e->element.port_num = ev.arg;
+        break;
+    }
+    log_call("get_async_event", ctx_name(c));
+    return 0;
+  }
+  /* Nothing queued: the real library's read(2) blocks unless the fd is O_NONBLOCK. */
+  const int flags = fcntl(c->async_fd, F_GETFL);
+  if (flags < 0 || !(flags & O_NONBLOCK)) {
+    g_event_would_block++;
+    errno = EDEADLK;
+    return -1;
+  }
   errno = EAGAIN;
   return -1;
 }
-void ibv_ack_async_event(struct ibv_async_event* e) { (void)e; }
+void ibv_ack_async_event(struct ibv_async_event* e) {
+  (void)e;
+  g_event_acks++;
+}
 const char* ibv_event_type_str(enum ibv_event_type e) {
   return e == IBV_EVENT_PORT_ERR ? "port error" : "event";
 }

@@ -20,7 +20,7 @@ RcQpParams Sample() {
   p.port_active_mtu = IBV_MTU_4096;
   p.mtu_cap = IBV_MTU_2048;
   p.flow_label = 0xfedcb;
-  p.dscp = 26;  // AF31
+  p.traffic_class = (26 << 2) | 1;  // AF31, ECN-capable
   p.sl = 3;
   p.hop_limit = 64;
   return p;
@@ -50,7 +50,7 @@ TEST(QpAttrs, RtrCarriesThePeerPathAndSteering) {
   EXPECT_EQ(ah.grh.sgid_index, 3);
   EXPECT_EQ(ah.grh.flow_label, 0xfedcbu);
   EXPECT_EQ(ah.grh.hop_limit, 64);
-  EXPECT_EQ(ah.grh.traffic_class, 26 << 2);  // DSCP in the upper six bits, ECN zero
+  EXPECT_EQ(ah.grh.traffic_class, (26 << 2) | 1);  // the whole byte, as NCCL_IB_TC gives it
   EXPECT_EQ(ah.dlid, 0x1234);
   EXPECT_EQ(ah.sl, 3);
   EXPECT_EQ(ah.src_path_bits, 0);
@@ -77,6 +77,35 @@ TEST(QpAttrs, RtsUsesRetryDefaultsThatLeaveTheDecisionToTheWatchdog) {
   const double give_up_ms = (t.attr.retry_cnt + 1) * 4.096e-3 * (1 << t.attr.timeout);
   EXPECT_GT(give_up_ms, 100.0);
   EXPECT_LT(give_up_ms, 1000.0);
+  EXPECT_DOUBLE_EQ(QpGiveUpMs(t.attr.timeout, t.attr.retry_cnt), give_up_ms);
+  // The knobs' defaults are the same numbers.
+  EXPECT_EQ(QpKnobs{}.timeout, 14);
+  EXPECT_EQ(QpKnobs{}.retry_cnt, 3);
+  // NCCL's defaults would keep a dead QP retrying for half a minute.
+  EXPECT_NEAR(QpGiveUpMs(20, 7), 34360.0, 1.0);
+}
+
+TEST(QpAttrs, KnobsApplyUnderTheTrafficClassPolicy) {
+  QpKnobs k;
+  k.timeout = 9;
+  k.retry_cnt = 5;
+  k.sl = 4;
+  k.traffic_class = 106;
+  k.mtu_cap = IBV_MTU_512;
+  RcQpParams p;
+  ApplyQpKnobs(k, -1, -1, &p);  // the policy leaves the default: the knobs apply
+  EXPECT_EQ(p.timeout, 9);
+  EXPECT_EQ(p.retry_cnt, 5);
+  EXPECT_EQ(p.sl, 4);
+  EXPECT_EQ(p.traffic_class, 106);
+  EXPECT_EQ(p.mtu_cap, IBV_MTU_512);
+  ApplyQpKnobs(k, 46 << 2, 2, &p);  // a communicator's trafficClass, or the SLA level: they win
+  EXPECT_EQ(p.traffic_class, 46 << 2);
+  EXPECT_EQ(p.sl, 2);
+  ApplyQpKnobs(QpKnobs{}, -1, -1, &p);  // nothing set anywhere: 0, as NCCL
+  EXPECT_EQ(p.traffic_class, 0);
+  EXPECT_EQ(p.sl, 0);
+  EXPECT_EQ(p.mtu_cap, IBV_MTU_4096);
 }
 
 TEST(QpAttrs, PathMtuIsThePortsActiveMtuUnderTheCap) {
@@ -96,7 +125,6 @@ TEST(QpAttrs, ValidationNamesTheFieldAndItsRange) {
                         Case{[](RcQpParams& p) { p.remote_psn = 1u << 24; }, "remote_psn="},
                         Case{[](RcQpParams& p) { p.local_psn = 1u << 24; }, "local_psn="},
                         Case{[](RcQpParams& p) { p.flow_label = 1u << 20; }, "flow_label=1048576"},
-                        Case{[](RcQpParams& p) { p.dscp = 64; }, "dscp=64 out of range; accepted: 0..63"},
                         Case{[](RcQpParams& p) { p.sl = 16; }, "sl=16"},
                         Case{[](RcQpParams& p) { p.timeout = 32; }, "timeout=32"},
                         Case{[](RcQpParams& p) { p.retry_cnt = 8; }, "retry_cnt=8"},
