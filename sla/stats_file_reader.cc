@@ -99,6 +99,14 @@ struct RawKey {
     return collective == o.collective && path_id == o.path_id && std::memcmp(task, o.task, sizeof(task)) == 0 &&
            std::memcmp(peer, o.peer, sizeof(peer)) == 0 && std::memcmp(path_name, o.path_name, sizeof(path_name)) == 0;
   }
+  // The key of a closed-connections slot (SlotSnapshot::closed_connections), judged on the raw fields.
+  bool closed_connections() const {
+    auto is = [](const char* field, size_t size, std::string_view want) {
+      return want.size() < size && std::memcmp(field, want.data(), want.size()) == 0 && field[want.size()] == '\0';
+    };
+    return path_id == 0 && is(peer, sizeof(peer), kStatsClosedPeer) &&
+           is(path_name, sizeof(path_name), kStatsClosedPathName);
+  }
 };
 
 enum class SlotRead { kRead, kSkipped, kCorrupt };
@@ -107,11 +115,13 @@ enum class SlotRead { kRead, kSkipped, kCorrupt };
 // slot it reclaims not ready (a release fence after), so counters read while it moved them show up
 // as a changed state or key on the re-check and the slot is read again. A slot not ready, or one
 // that keeps changing, is skipped (its traffic is in the closed-connections slot or soon will be).
+// Only slots whose key is (closed) or is not (!closed) a closed-connections key are read.
 template <typename SlotT>
-SlotRead ReadSlot(const SlotT& s, uint32_t index, SlotSnapshot* snap, std::string* error) {
+SlotRead ReadSlot(const SlotT& s, uint32_t index, bool closed, SlotSnapshot* snap, std::string* error) {
   for (int attempt = 0; attempt < 8; ++attempt) {
     if (s.state.load(std::memory_order_acquire) != kReady) return SlotRead::kSkipped;
     const RawKey<SlotT> key(s);
+    if (key.closed_connections() != closed) return SlotRead::kSkipped;
     DirectionSnapshot* dirs[2] = {&snap->send, &snap->recv};
     for (int d = 0; d < 2; ++d) {
       dirs[d]->bytes = s.dir[d].bytes.load(std::memory_order_relaxed);
@@ -120,6 +130,7 @@ SlotRead ReadSlot(const SlotT& s, uint32_t index, SlotSnapshot* snap, std::strin
       for (int b = 0; b < kLatencyBuckets; ++b)
         dirs[d]->histogram[b] = s.dir[d].histogram[b].load(std::memory_order_relaxed);
     }
+    if (g_slot_copied_hook != nullptr) g_slot_copied_hook(index);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (s.state.load(std::memory_order_relaxed) != kReady || !(RawKey<SlotT>(s) == key)) continue;
     auto task = StoredName(key.task);
@@ -157,9 +168,9 @@ bool ReadSlots(const void* base, uint32_t capacity, std::vector<SlotSnapshot>* o
   for (const bool closed_pass : {true, false}) {
     for (uint32_t i = 0; i < capacity; ++i) {
       SlotSnapshot snap;
-      const SlotRead r = ReadSlot(slots[i], i, &snap, error);
+      const SlotRead r = ReadSlot(slots[i], i, closed_pass, &snap, error);
       if (r == SlotRead::kCorrupt) return false;
-      if (r == SlotRead::kRead && snap.closed_connections() == closed_pass) out->push_back(std::move(snap));
+      if (r == SlotRead::kRead) out->push_back(std::move(snap));
     }
   }
   return true;

@@ -4,7 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
@@ -14,6 +16,8 @@
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#include "sla/stats_file_format.h"
 
 namespace ff::sla {
 namespace {
@@ -360,6 +364,102 @@ TEST_F(TaskStatsTest, ConcurrentRecordsOnHeldSlotsWhileOthersAreReclaimed) {
   EXPECT_EQ(bytes, issued.load());
   EXPECT_EQ(bytes, uint64_t{kHolders} * kRecords * 3 + uint64_t{kChurners} * kConnections * 5 * 1000);
   EXPECT_EQ(messages, uint64_t{kHolders} * kRecords + uint64_t{kChurners} * kConnections * 5);
+}
+
+// The same, made deterministic: the slot the reader is copying is reclaimed right after its
+// counters were copied (the reader's test seam). Copied before the move, counted again in the
+// closed-connections slot read after it, it would count twice; the reader reads closed slots
+// first and re-checks each slot after copying it, so it can miss the slot but not count it twice.
+uint32_t g_victim = StatsTable::kInvalid;
+StatsTable* g_table = nullptr;
+void ReclaimVictimWhileItIsCopied(uint32_t index) {
+  if (index != g_victim) return;
+  g_victim = StatsTable::kInvalid;  // once
+  g_table->Release(g_table->Resolve({"job", Collective::kAllReduce, "10.6.1.1", 0, "new"}));
+}
+
+TEST_F(TaskStatsTest, SlotReclaimedWhileTheReaderCopiesItIsNeverCountedTwice) {
+  options_.slots = 8;
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  std::vector<uint32_t> slots;
+  for (int i = 0; i < 8; ++i) {
+    slots.push_back(table->Resolve({"job", Collective::kAllReduce, "10.6.0." + std::to_string(i), 0, "p"}));
+    table->Record(slots.back(), 1000, 1, Direction::kSend);
+  }
+  std::sort(slots.begin(), slots.end());
+  // Released highest index first: that slot becomes the closed-connections slot, and every victim
+  // after it lies below it, so a reader going by index meets the victim before the closed slot.
+  table->Release(slots.back());
+  for (size_t i = 0; i + 1 < slots.size(); ++i) table->Release(slots[i]);
+  const uint32_t first = table->Resolve({"job", Collective::kAllReduce, "10.6.1.0", 0, "new"});
+  ASSERT_EQ(first, slots[0]);  // slots[7] became the closed slot, slots[0] was folded into it
+  table->Release(first);
+  g_victim = slots[1];
+  g_table = table.get();
+  stats_format::g_slot_copied_hook = &ReclaimVictimWhileItIsCopied;
+  auto snap = ReadStatsFile(table->path(), &error);
+  stats_format::g_slot_copied_hook = nullptr;
+  ASSERT_TRUE(snap) << error;
+  EXPECT_EQ(g_victim, StatsTable::kInvalid) << "the victim was not read";
+  uint64_t bytes = 0;
+  for (const auto& s : snap->slots) bytes += s.send.bytes;
+  EXPECT_LE(bytes, 8000u) << "a slot reclaimed while it was read was counted twice";
+  EXPECT_GE(bytes, 7000u);  // at most the victim missed
+  snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  bytes = 0;
+  for (const auto& s : snap->slots) bytes += s.send.bytes;
+  EXPECT_EQ(bytes, 8000u);
+  EXPECT_EQ(snap->dropped, 0u);
+}
+
+// A reader polling while slots are reclaimed as fast as one thread can open and close connections:
+// each connection's traffic is moved into the closed-connections slot when its slot is reclaimed,
+// and a read must never see it in both (it may miss it for a moment). Every connection carries 1 GB,
+// so one double count exceeds everything a read can miss of the traffic in flight.
+TEST_F(TaskStatsTest, ReaderNeverCountsAReclaimedSlotTwice) {
+  options_.slots = 16;
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  constexpr uint64_t kBytes = 1'000'000'000;
+  constexpr int kConnections = 5000;
+  std::atomic<uint64_t> issued{0};
+  std::atomic<bool> done{false};
+  std::thread churn([&] {
+    for (int i = 0; i < kConnections; ++i) {
+      // Reclaims the slot of connection i - 3 (folds it into the closed connections).
+      const uint32_t s = table->Resolve({"job", Collective::kAllReduce, "10.5.0." + std::to_string(i), 0, "p"});
+      // Then nothing changes for 20 us: `issued` is exactly what was recorded, and a read that
+      // counted the move twice reports 1 GB more.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      issued.fetch_add(kBytes);
+      table->Record(s, kBytes, 1, Direction::kSend);
+      table->Release(s);
+    }
+    done = true;
+  });
+  int reads = 0, over = 0;
+  while (!done.load() || reads < 10) {
+    auto snap = ReadStatsFile(table->path(), &error);
+    ASSERT_TRUE(snap) << error;
+    uint64_t bytes = 0;
+    for (const auto& s : snap->slots) bytes += s.send.bytes;
+    over += bytes > issued.load();
+    ++reads;
+  }
+  churn.join();
+  EXPECT_EQ(over, 0) << "of " << reads << " reads, " << over << " counted a reclaimed slot twice";
+  auto snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  uint64_t bytes = 0;
+  for (const auto& s : snap->slots) bytes += s.send.bytes;
+  EXPECT_EQ(bytes, kConnections * kBytes);
+  EXPECT_EQ(snap->dropped, 0u);
 }
 
 TEST_F(TaskStatsTest, ConcurrentWritersOnSharedKeysCountExactly) {
