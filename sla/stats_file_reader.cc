@@ -112,8 +112,8 @@ struct RawKey {
 enum class SlotRead { kRead, kSkipped, kCorrupt };
 
 // One slot's key and counters as of one moment it held that key, like a seqlock: the writer marks a
-// slot it reclaims not ready (a release fence after), so counters read while it moved them show up
-// as a changed state or key on the re-check and the slot is read again. A slot not ready, or one
+// slot it reclaims not ready before it moves the counters (with release stores), so counters read
+// while it moved them show up as a changed state or key on the re-check and the slot is read again. A slot not ready, or one
 // that keeps changing, is skipped (its traffic is in the closed-connections slot or soon will be).
 // Only slots whose key is (closed) or is not (!closed) a closed-connections key are read.
 template <typename SlotT>
@@ -124,15 +124,15 @@ SlotRead ReadSlot(const SlotT& s, uint32_t index, bool closed, SlotSnapshot* sna
     if (key.closed_connections() != closed) return SlotRead::kSkipped;
     DirectionSnapshot* dirs[2] = {&snap->send, &snap->recv};
     for (int d = 0; d < 2; ++d) {
-      dirs[d]->bytes = s.dir[d].bytes.load(std::memory_order_relaxed);
-      dirs[d]->messages = s.dir[d].messages.load(std::memory_order_relaxed);
-      dirs[d]->latency_sum_ns = s.dir[d].latency_sum_ns.load(std::memory_order_relaxed);
+      // Acquire: a count the writer moved (a release store) comes with the slot's not-ready mark.
+      dirs[d]->bytes = s.dir[d].bytes.load(std::memory_order_acquire);
+      dirs[d]->messages = s.dir[d].messages.load(std::memory_order_acquire);
+      dirs[d]->latency_sum_ns = s.dir[d].latency_sum_ns.load(std::memory_order_acquire);
       for (int b = 0; b < kLatencyBuckets; ++b)
-        dirs[d]->histogram[b] = s.dir[d].histogram[b].load(std::memory_order_relaxed);
+        dirs[d]->histogram[b] = s.dir[d].histogram[b].load(std::memory_order_acquire);
     }
     if (g_slot_copied_hook != nullptr) g_slot_copied_hook(index);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (s.state.load(std::memory_order_relaxed) != kReady || !(RawKey<SlotT>(s) == key)) continue;
+    if (s.state.load(std::memory_order_acquire) != kReady || !(RawKey<SlotT>(s) == key)) continue;
     auto task = StoredName(key.task);
     auto peer = StoredName(key.peer);
     // Version 3 stores the path's name, version 2 none.

@@ -142,12 +142,13 @@ bool IsClosedKey(const SlotKey& k) {
 }
 
 // Moves every counter of `from` into `to` and leaves `from` at zero. Nothing records into `from`
-// (it is unreferenced).
+// (it is unreferenced). Release stores: a reader that sees any of them (it loads counters with
+// acquire) also sees `from` marked not ready, which was stored before.
 void FoldCounters(Slot& from, Slot& to) {
   auto move = [](std::atomic<uint64_t>& src, std::atomic<uint64_t>& dst) {
     const uint64_t v = src.load(std::memory_order_relaxed);
-    if (v != 0) dst.fetch_add(v, std::memory_order_relaxed);
-    src.store(0, std::memory_order_relaxed);
+    if (v != 0) dst.fetch_add(v, std::memory_order_release);
+    src.store(0, std::memory_order_release);
   };
   for (int d = 0; d < 2; ++d) {
     move(from.dir[d].bytes, to.dir[d].bytes);
@@ -334,10 +335,9 @@ uint32_t StatsTable::Layout::Reclaim(const SlotKey& k) {
     const uint32_t a = Find(closed_key, Hash(closed_key.task, closed_key.collective, closed_key.peer, 0,
                                              closed_key.path_name), false);
     // A reader must never count the victim's traffic twice (in the victim and in the closed slot)
-    // nor see it half-moved: the victim is not ready while it changes, and the fences order that
-    // before its counters change, so a reader that saw any moved count re-checks and skips it.
+    // nor see it half-moved: the victim is not ready while it changes, and the counters change
+    // with release stores after that, so a reader that saw any moved count re-checks and skips it.
     s.state.store(kClaiming, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
     if (a == kInvalid) {
       // No closed-connections slot for this task and collective yet: the victim becomes it, its
       // counters kept, and another victim is sought.
