@@ -113,9 +113,10 @@ enum class SlotRead { kRead, kSkipped, kCorrupt };
 
 // One slot's key and counters as of one moment it held that key, like a seqlock: the writer marks a
 // slot it reclaims not ready before it moves the counters (with release stores), so counters read
-// while it moved them show up as a changed state or key on the re-check and the slot is read again. A slot not ready, or one
-// that keeps changing, is skipped (its traffic is in the closed-connections slot or soon will be).
-// Only slots whose key is (closed) or is not (!closed) a closed-connections key are read.
+// while it moved them show up as a changed state or key on the re-check and the slot is read
+// again. A slot not ready, or one that keeps changing, is skipped (its traffic is in the
+// closed-connections slot or soon will be). Only slots whose key is (`closed`) or is not
+// (`!closed`) a closed-connections key are read.
 template <typename SlotT>
 SlotRead ReadSlot(const SlotT& s, uint32_t index, bool closed, SlotSnapshot* snap, std::string* error) {
   for (int attempt = 0; attempt < 8; ++attempt) {
