@@ -160,10 +160,13 @@ void FoldCounters(Slot& from, Slot& to) {
 
 }  // namespace
 
-// Process-local bookkeeping beside the mapping: who holds which slot. Not in the file.
+// Process-local bookkeeping beside the mapping: who holds which slot. Not in the file. Lookups
+// scan this (a few bytes a slot) and touch a shared slot only when its key's hash matches.
 struct SlotUse {
-  uint32_t refs = 0;
+  bool used = false;      // holds a key (slots are claimed only under the mutex)
   bool closed = false;    // a closed-connections slot: never reclaimed
+  uint32_t refs = 0;
+  uint64_t hash = 0;      // of the key it holds
   uint64_t released = 0;  // when the last reference went (a tick of StatsTable::Layout::clock)
 };
 
@@ -178,9 +181,9 @@ struct StatsTable::Layout {
   // The slot holding `k`, or (claim) a free one now holding it; kInvalid when neither exists.
   // Slots are never emptied, so a key sits before the first empty slot of its probe chain.
   uint32_t Find(const SlotKey& k, uint64_t hash, bool claim);
-  // Re-keys an unreferenced slot for `k` after folding its counters into its closed-connections
-  // slot; kInvalid when none can be reclaimed.
-  uint32_t Reclaim(const SlotKey& k);
+  // Re-keys an unreferenced slot for `k` (of `hash`) after folding its counters into its
+  // closed-connections slot; kInvalid when none can be reclaimed.
+  uint32_t Reclaim(const SlotKey& k, uint64_t hash);
 };
 
 int LatencyBucket(uint64_t latency_ns) {
@@ -300,40 +303,36 @@ uint32_t StatsTable::Layout::Find(const SlotKey& k, uint64_t hash, bool claim) {
   for (uint32_t probe = 0; probe < capacity; ++probe) {
     const uint32_t i = static_cast<uint32_t>((hash + probe) % capacity);
     Slot& s = slots[i];
-    uint32_t state = s.state.load(std::memory_order_acquire);
-    if (state == kEmpty) {
+    if (!use[i].used) {
       if (!claim) return kInvalid;
-      if (s.state.compare_exchange_strong(state, kClaiming, std::memory_order_acq_rel)) {
-        WriteKey(s, k);
-        s.state.store(kReady, std::memory_order_release);
-        use[i] = SlotUse{0, IsClosedKey(k), 0};
-        return i;
-      }
-      // Lost the race; `state` now holds the winner's state.
+      s.state.store(kClaiming, std::memory_order_relaxed);
+      WriteKey(s, k);
+      s.state.store(kReady, std::memory_order_release);
+      use[i] = SlotUse{true, IsClosedKey(k), 0, hash, 0};
+      return i;
     }
-    WaitReady(s.state);
-    if (Matches(s, k)) return i;
+    if (use[i].hash == hash && Matches(s, k)) return i;
   }
   return kInvalid;
 }
 
-uint32_t StatsTable::Layout::Reclaim(const SlotKey& k) {
+uint32_t StatsTable::Layout::Reclaim(const SlotKey& k, uint64_t hash) {
   const uint32_t capacity = header->slot_capacity;
   for (;;) {
     // The victim: unreferenced, not a closed-connections slot, released longest ago.
     uint32_t v = kInvalid;
     for (uint32_t i = 0; i < capacity; ++i) {
       const SlotUse& u = use[i];
-      if (u.refs != 0 || u.closed || slots[i].state.load(std::memory_order_relaxed) != kReady) continue;
+      if (!u.used || u.refs != 0 || u.closed) continue;
       if (v == kInvalid || u.released < use[v].released) v = i;
     }
     if (v == kInvalid) return kInvalid;
     Slot& s = slots[v];
     const std::string task(s.task);  // `s` is re-keyed below
     const SlotKey closed_key = ClosedKey(task, s.collective);
+    const uint64_t closed_hash = Hash(closed_key.task, closed_key.collective, closed_key.peer, 0, closed_key.path_name);
     // The table is full (no empty slot ends a probe chain): this scans until it finds the slot.
-    const uint32_t a = Find(closed_key, Hash(closed_key.task, closed_key.collective, closed_key.peer, 0,
-                                             closed_key.path_name), false);
+    const uint32_t a = Find(closed_key, closed_hash, false);
     // A reader must never count the victim's traffic twice (in the victim and in the closed slot)
     // nor see it half-moved: the victim is not ready while it changes, and the counters change
     // with release stores after that, so a reader that saw any moved count re-checks and skips it.
@@ -343,12 +342,13 @@ uint32_t StatsTable::Layout::Reclaim(const SlotKey& k) {
       // counters kept, and another victim is sought.
       WriteKey(s, closed_key);
       use[v].closed = true;
+      use[v].hash = closed_hash;
       s.state.store(kReady, std::memory_order_release);
       continue;
     }
     FoldCounters(s, slots[a]);
     WriteKey(s, k);
-    use[v] = SlotUse{0, IsClosedKey(k), 0};
+    use[v] = SlotUse{true, IsClosedKey(k), 0, hash, 0};
     s.state.store(kReady, std::memory_order_release);
     return v;
   }
@@ -362,7 +362,7 @@ uint32_t StatsTable::Resolve(const StatsKey& key) {
   const uint64_t h = Hash(k.task, k.collective, k.peer, k.path_id, k.path_name);
   std::lock_guard<std::mutex> lock(layout_->mu);
   uint32_t i = layout_->Find(k, h, true);
-  if (i == kInvalid) i = layout_->Reclaim(k);
+  if (i == kInvalid) i = layout_->Reclaim(k, h);
   if (i == kInvalid) {
     layout_->header->dropped.fetch_add(1, std::memory_order_relaxed);
     return kInvalid;
