@@ -26,6 +26,10 @@ Comm::Comm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& opts, st
 
 Comm::~Comm() {
   if (opts_.profile != nullptr) opts_.profile->PublishHeat();
+  // The slots stay (a later connection to the same peer finds them) but may now be reclaimed for
+  // other keys, their totals kept under the task's closed connections.
+  if (opts_.stats != nullptr)
+    for (uint32_t slot : stats_slots_) opts_.stats->Release(slot);
 }
 
 uint16_t Comm::Classify(void* phandle) const {

@@ -169,7 +169,7 @@ class Comm : public FrameSink {
   Status error_;
   std::string reject_reason_;  // set by OnHeader when it rejects a frame
   std::unique_ptr<char[]> control_rx_;  // paths x kMaxControlPayload
-  std::array<uint32_t, 16> stats_slots_;  // per collective, resolved on first use
+  std::array<uint32_t, 16> stats_slots_;  // per collective, resolved on first use, released by ~Comm
 };
 
 }  // namespace ff

@@ -26,7 +26,8 @@ void TaskProfile::PublishHeat() {
   if (stats && stats_task != sla::StatsTable::kInvalid) stats->SetTaskHeat(stats_task, heat->Heat());
 }
 
-std::unique_ptr<TaskProfile> TaskProfile::Load(bool stats_enabled, bool stats_keep, const std::string& stats_dir) {
+std::unique_ptr<TaskProfile> TaskProfile::Load(bool stats_enabled, bool stats_keep, const std::string& stats_dir,
+                                               uint32_t stats_slots) {
   auto p = std::make_unique<TaskProfile>();
   sla::Warnings warnings;
   p->decl = sla::ReadSlaDeclaration(sla::ProcessEnv(), warnings);
@@ -42,6 +43,7 @@ std::unique_ptr<TaskProfile> TaskProfile::Load(bool stats_enabled, bool stats_ke
     sla::StatsTableOptions o;
     o.dir = stats_dir;
     o.remove_on_close = !stats_keep;
+    o.slots = stats_slots;
     std::string err;
     p->stats = sla::StatsTable::Open(o, &err);
     if (!p->stats) {

@@ -32,7 +32,8 @@ struct TaskProfile {
   void PublishHeat();
 
   // Reads the environment once; bad values are logged through NCCL's logger.
-  static std::unique_ptr<TaskProfile> Load(bool stats_enabled, bool stats_keep, const std::string& stats_dir);
+  static std::unique_ptr<TaskProfile> Load(bool stats_enabled, bool stats_keep, const std::string& stats_dir,
+                                           uint32_t stats_slots = 1024);
 };
 
 // Monotonic nanoseconds (vDSO, no syscall).

@@ -102,6 +102,9 @@ const std::vector<KnobSpec> kSpecs = {
      "job; 0 removes it"},
     {"FLEXIFORCE_STATS_DIR", KnobType::kString, "/dev/shm", 0, 0,
      "directory of the statistics file flexiforce-stats-<pid>"},
+    {"FLEXIFORCE_STATS_SLOTS", KnobType::kInt, "1024", 1, 1048576,
+     "slots of the statistics table, one per {task, collective, peer address, path} (960 bytes each); a slot "
+     "no open connection uses is reclaimed for a new key, its counts kept in the task's closed connections"},
     {"FLEXIFORCE_TOPOLOGY", KnobType::kString, "", 0, 0,
      "fabric topology JSON for the path oracle; empty: derive a graph from the interfaces"},
     {"FLEXIFORCE_TRANSPORT", KnobType::kChoice, "auto", 0, 0,
@@ -336,6 +339,7 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.stats_enabled = num("FLEXIFORCE_STATS") != 0;
   c.stats_keep = num("FLEXIFORCE_STATS_KEEP") != 0;
   c.stats_dir = str("FLEXIFORCE_STATS_DIR");
+  c.stats_slots = static_cast<uint32_t>(num("FLEXIFORCE_STATS_SLOTS"));
   c.socket_ifname = str("NCCL_SOCKET_IFNAME");
   c.socket_family = str("NCCL_SOCKET_FAMILY");
   c.transport = str("FLEXIFORCE_TRANSPORT");

@@ -63,6 +63,7 @@ struct Config {
   bool stats_enabled;
   bool stats_keep;
   std::string stats_dir;
+  uint32_t stats_slots;  // FLEXIFORCE_STATS_SLOTS
   std::string socket_ifname;  // NCCL_SOCKET_IFNAME
   std::string socket_family;  // NCCL_SOCKET_FAMILY
   std::string transport;      // FLEXIFORCE_TRANSPORT: "auto", "verbs" or "tcp"

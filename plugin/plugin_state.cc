@@ -169,7 +169,7 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
     for (const auto& d : devices_) names.push_back(d.name);
     nic_watch_ = std::make_unique<NicWatch>(config_->sysfs_root, names);
   }
-  task_ = TaskProfile::Load(config_->stats_enabled, config_->stats_keep, config_->stats_dir);
+  task_ = TaskProfile::Load(config_->stats_enabled, config_->stats_keep, config_->stats_dir, config_->stats_slots);
   if (task_->stats) std::atexit(RemoveStatsFileAtExit);  // registered by this library: runs at its unload too
   std::memset(&default_context_.attr, 0xff, sizeof(default_context_.attr));
   initialized_.store(true, std::memory_order_release);

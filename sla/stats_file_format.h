@@ -90,6 +90,10 @@ struct alignas(64) Header {
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters must be address-free atomics");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "states must be address-free atomics");
 
+// Test seam: the reader calls this (when set) after copying slot `index`'s counters and before
+// re-checking that the slot still holds the key it copied, so a test can reclaim the slot there.
+inline void (*g_slot_copied_hook)(uint32_t index) = nullptr;
+
 // 64-bit arithmetic: a reader computing this from a corrupt header must not overflow. slot_size is
 // that of the file's version (sizeof(Slot) for files this build writes).
 inline uint64_t FileSize(uint64_t slots, uint64_t tasks, uint64_t slot_size = sizeof(Slot)) {

@@ -15,6 +15,7 @@
 #include <ctime>
 #include <memory>
 #include <tuple>
+#include <type_traits>
 
 #include "sla/stats_file_format.h"
 #include "sla/task_identity.h"
@@ -80,43 +81,98 @@ std::optional<std::string> StoredName(const char (&field)[N]) {
   return SanitizedUtf8(std::string_view(field, static_cast<const char*>(nul) - field));
 }
 
-// The path name of a slot: version 3 stores one, version 2 none.
-std::optional<std::string> StoredPathName(const Slot& s) { return StoredName(s.path_name); }
-std::optional<std::string> StoredPathName(const SlotV2&) { return std::string(); }
-
-// Copies every ready slot of a file whose slots have layout SlotT. False with `error` on a name
-// that is not NUL-terminated within its field.
+// The fields that say which key a slot holds, copied raw: a re-keyed slot differs in them.
 template <typename SlotT>
-bool ReadSlots(const void* base, uint32_t capacity, std::vector<SlotSnapshot>* out, std::string* error) {
-  const SlotT* slots = Slots<SlotT>(base);
-  for (uint32_t i = 0; i < capacity; ++i) {
-    const SlotT& s = slots[i];
-    if (s.state.load(std::memory_order_acquire) != kReady) continue;
-    auto task = StoredName(s.task);
-    auto peer = StoredName(s.peer);
-    auto path_name = StoredPathName(s);
+struct RawKey {
+  uint8_t collective;
+  uint32_t path_id;
+  char task[kStatsNameCapacity];
+  char peer[kStatsNameCapacity];
+  char path_name[kStatsPathNameCapacity];  // version 3 only; zeros for version 2
+
+  explicit RawKey(const SlotT& s) : collective(s.collective), path_id(s.path_id), task{}, peer{}, path_name{} {
+    std::memcpy(task, s.task, sizeof(task));
+    std::memcpy(peer, s.peer, sizeof(peer));
+    if constexpr (std::is_same_v<SlotT, Slot>) std::memcpy(path_name, s.path_name, sizeof(path_name));
+  }
+  bool operator==(const RawKey& o) const {
+    return collective == o.collective && path_id == o.path_id && std::memcmp(task, o.task, sizeof(task)) == 0 &&
+           std::memcmp(peer, o.peer, sizeof(peer)) == 0 && std::memcmp(path_name, o.path_name, sizeof(path_name)) == 0;
+  }
+  // The key of a closed-connections slot (SlotSnapshot::closed_connections), judged on the raw fields.
+  bool closed_connections() const {
+    auto is = [](const char* field, size_t size, std::string_view want) {
+      return want.size() < size && std::memcmp(field, want.data(), want.size()) == 0 && field[want.size()] == '\0';
+    };
+    return path_id == 0 && is(peer, sizeof(peer), kStatsClosedPeer) &&
+           is(path_name, sizeof(path_name), kStatsClosedPathName);
+  }
+};
+
+enum class SlotRead { kRead, kSkipped, kCorrupt };
+
+// One slot's key and counters as of one moment it held that key, like a seqlock: the writer marks a
+// slot it reclaims not ready before it moves the counters (with release stores), so counters read
+// while it moved them show up as a changed state or key on the re-check and the slot is read
+// again. A slot not ready, or one that keeps changing, is skipped (its traffic is in the
+// closed-connections slot or soon will be). Only slots whose key is (`closed`) or is not
+// (`!closed`) a closed-connections key are read.
+template <typename SlotT>
+SlotRead ReadSlot(const SlotT& s, uint32_t index, bool closed, SlotSnapshot* snap, std::string* error) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    if (s.state.load(std::memory_order_acquire) != kReady) return SlotRead::kSkipped;
+    const RawKey<SlotT> key(s);
+    if (key.closed_connections() != closed) return SlotRead::kSkipped;
+    DirectionSnapshot* dirs[2] = {&snap->send, &snap->recv};
+    for (int d = 0; d < 2; ++d) {
+      // Acquire: a count the writer moved (a release store) comes with the slot's not-ready mark.
+      dirs[d]->bytes = s.dir[d].bytes.load(std::memory_order_acquire);
+      dirs[d]->messages = s.dir[d].messages.load(std::memory_order_acquire);
+      dirs[d]->latency_sum_ns = s.dir[d].latency_sum_ns.load(std::memory_order_acquire);
+      for (int b = 0; b < kLatencyBuckets; ++b)
+        dirs[d]->histogram[b] = s.dir[d].histogram[b].load(std::memory_order_acquire);
+    }
+    if (g_slot_copied_hook != nullptr) g_slot_copied_hook(index);
+    if (s.state.load(std::memory_order_acquire) != kReady || !(RawKey<SlotT>(s) == key)) continue;
+    auto task = StoredName(key.task);
+    auto peer = StoredName(key.peer);
+    // Version 3 stores the path's name, version 2 none.
+    auto path_name = std::is_same_v<SlotT, Slot> ? StoredName(key.path_name) : std::optional<std::string>("");
     if (!task || !peer || !path_name) {
-      *error = "corrupt slot " + std::to_string(i) + ": " +
+      *error = "corrupt slot " + std::to_string(index) + ": " +
                (path_name ? "a name is not NUL-terminated within " + std::to_string(kStatsNameCapacity) + " bytes"
                           : "its path name is not NUL-terminated within " + std::to_string(kStatsPathNameCapacity) +
                                 " bytes");
-      return false;
+      return SlotRead::kCorrupt;
     }
-    SlotSnapshot snap;
-    snap.task = std::move(*task);
-    snap.peer = std::move(*peer);
-    snap.path_name = std::move(*path_name);
-    snap.collective = static_cast<Collective>(s.collective);  // CollectiveName maps unknown values to "unknown"
-    snap.path_id = s.path_id;
-    DirectionSnapshot* dirs[2] = {&snap.send, &snap.recv};
-    for (int d = 0; d < 2; ++d) {
-      dirs[d]->bytes = s.dir[d].bytes.load(std::memory_order_relaxed);
-      dirs[d]->messages = s.dir[d].messages.load(std::memory_order_relaxed);
-      dirs[d]->latency_sum_ns = s.dir[d].latency_sum_ns.load(std::memory_order_relaxed);
-      for (int b = 0; b < kLatencyBuckets; ++b)
-        dirs[d]->histogram[b] = s.dir[d].histogram[b].load(std::memory_order_relaxed);
+    snap->task = std::move(*task);
+    snap->peer = std::move(*peer);
+    snap->path_name = std::move(*path_name);
+    snap->collective = static_cast<Collective>(key.collective);  // CollectiveName maps unknown values to "unknown"
+    snap->path_id = key.path_id;
+    return SlotRead::kRead;
+  }
+  return SlotRead::kSkipped;
+}
+
+// Copies every ready slot of a file whose slots have layout SlotT. False with `error` on a name
+// that is not NUL-terminated within its field.
+//
+// Closed-connections slots are read first, every other slot after: the writer moves a reclaimed
+// slot's counters into its closed-connections slot only after marking it not ready, so a victim
+// read after the closed slot is either not yet moved (and not yet in what we read of the closed
+// slot) or already gone. Read the other way round, a slot moved between the two reads would count
+// twice. The cost is a momentary undercount, never a double count.
+template <typename SlotT>
+bool ReadSlots(const void* base, uint32_t capacity, std::vector<SlotSnapshot>* out, std::string* error) {
+  const SlotT* slots = Slots<SlotT>(base);
+  for (const bool closed_pass : {true, false}) {
+    for (uint32_t i = 0; i < capacity; ++i) {
+      SlotSnapshot snap;
+      const SlotRead r = ReadSlot(slots[i], i, closed_pass, &snap, error);
+      if (r == SlotRead::kCorrupt) return false;
+      if (r == SlotRead::kRead) out->push_back(std::move(snap));
     }
-    out->push_back(std::move(snap));
   }
   return true;
 }

@@ -180,6 +180,7 @@ std::string RenderStatsJson(const std::vector<StatsSnapshot>& snaps) {
                        {"peer", s.peer},
                        {"path", s.path_id},
                        {"path_name", s.path_name},
+                       {"closed_connections", s.closed_connections()},
                        {"send", DirectionJson(s.send)},
                        {"recv", DirectionJson(s.recv)}});
     }

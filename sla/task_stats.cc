@@ -11,6 +11,8 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "sla/stats_file_format.h"
 
@@ -107,12 +109,81 @@ struct Mapping {
   }
 };
 
+// A slot's key as stored: the peer already reduced to its address.
+struct SlotKey {
+  std::string_view task;
+  uint8_t collective;
+  std::string_view peer;
+  uint32_t path_id;
+  std::string_view path_name;
+};
+
+bool Matches(const Slot& s, const SlotKey& k) {
+  return s.collective == k.collective && s.path_id == k.path_id && NameEquals(s.task, k.task) &&
+         NameEquals(s.peer, k.peer) && NameEquals(s.path_name, k.path_name);
+}
+
+void WriteKey(Slot& s, const SlotKey& k) {
+  CopyName(s.task, k.task);
+  CopyName(s.peer, k.peer);
+  s.collective = k.collective;
+  s.path_id = k.path_id;
+  CopyName(s.path_name, k.path_name);
+}
+
+// The closed-connections key of a task and collective.
+SlotKey ClosedKey(std::string_view task, uint8_t collective) {
+  return SlotKey{task, collective, kStatsClosedPeer, 0, kStatsClosedPathName};
+}
+
+bool IsClosedKey(const SlotKey& k) {
+  return k.path_id == 0 && Truncated<kStatsNameCapacity>(k.peer) == kStatsClosedPeer &&
+         Truncated<kStatsPathNameCapacity>(k.path_name) == kStatsClosedPathName;
+}
+
+// Moves every counter of `from` into `to` and leaves `from` at zero. Nothing records into `from`
+// (it is unreferenced). Release stores: a reader that sees any of them (it loads counters with
+// acquire) also sees `from` marked not ready, which was stored before.
+void FoldCounters(Slot& from, Slot& to) {
+  auto move = [](std::atomic<uint64_t>& src, std::atomic<uint64_t>& dst) {
+    const uint64_t v = src.load(std::memory_order_relaxed);
+    if (v != 0) dst.fetch_add(v, std::memory_order_release);
+    src.store(0, std::memory_order_release);
+  };
+  for (int d = 0; d < 2; ++d) {
+    move(from.dir[d].bytes, to.dir[d].bytes);
+    move(from.dir[d].messages, to.dir[d].messages);
+    move(from.dir[d].latency_sum_ns, to.dir[d].latency_sum_ns);
+    for (int b = 0; b < kLatencyBuckets; ++b) move(from.dir[d].histogram[b], to.dir[d].histogram[b]);
+  }
+}
+
 }  // namespace
+
+// Process-local bookkeeping beside the mapping: who holds which slot. Not in the file. Lookups
+// scan this (a few bytes a slot) and touch a shared slot only when its key's hash matches.
+struct SlotUse {
+  bool used = false;      // holds a key (slots are claimed only under the mutex)
+  bool closed = false;    // a closed-connections slot: never reclaimed
+  uint32_t refs = 0;
+  uint64_t hash = 0;      // of the key it holds
+  uint64_t released = 0;  // when the last reference went (a tick of StatsTable::Layout::clock)
+};
 
 struct StatsTable::Layout {
   Header* header;
   Slot* slots;
   TaskEntry* tasks;
+  std::mutex mu;              // Resolve, Release and reclaiming; never Record
+  std::vector<SlotUse> use;   // per slot, under mu
+  uint64_t clock = 0;         // release ticks, under mu
+
+  // The slot holding `k`, or (claim) a free one now holding it; kInvalid when neither exists.
+  // Slots are never emptied, so a key sits before the first empty slot of its probe chain.
+  uint32_t Find(const SlotKey& k, uint64_t hash, bool claim);
+  // Re-keys an unreferenced slot for `k` (of `hash`) after folding its counters into its
+  // closed-connections slot; kInvalid when none can be reclaimed.
+  uint32_t Reclaim(const SlotKey& k, uint64_t hash);
 };
 
 int LatencyBucket(uint64_t latency_ns) {
@@ -213,6 +284,7 @@ std::unique_ptr<StatsTable> StatsTable::Open(const StatsTableOptions& options, s
   t->lock_ = std::move(fd);
   t->remove_on_close_ = options.remove_on_close;
   t->layout_ = new Layout{h, Slots(t->base_), Tasks(t->base_, options.slots)};
+  t->layout_->use.resize(options.slots);
   return t;
 }
 
@@ -226,36 +298,91 @@ StatsTable::~StatsTable() {
   delete layout_;
 }
 
+uint32_t StatsTable::Layout::Find(const SlotKey& k, uint64_t hash, bool claim) {
+  const uint32_t capacity = header->slot_capacity;
+  for (uint32_t probe = 0; probe < capacity; ++probe) {
+    const uint32_t i = static_cast<uint32_t>((hash + probe) % capacity);
+    Slot& s = slots[i];
+    if (!use[i].used) {
+      if (!claim) return kInvalid;
+      s.state.store(kClaiming, std::memory_order_relaxed);
+      WriteKey(s, k);
+      s.state.store(kReady, std::memory_order_release);
+      use[i] = SlotUse{true, IsClosedKey(k), 0, hash, 0};
+      return i;
+    }
+    if (use[i].hash == hash && Matches(s, k)) return i;
+  }
+  return kInvalid;
+}
+
+uint32_t StatsTable::Layout::Reclaim(const SlotKey& k, uint64_t hash) {
+  const uint32_t capacity = header->slot_capacity;
+  for (;;) {
+    // The victim: unreferenced, not a closed-connections slot, released longest ago.
+    uint32_t v = kInvalid;
+    for (uint32_t i = 0; i < capacity; ++i) {
+      const SlotUse& u = use[i];
+      if (!u.used || u.refs != 0 || u.closed) continue;
+      if (v == kInvalid || u.released < use[v].released) v = i;
+    }
+    if (v == kInvalid) return kInvalid;
+    Slot& s = slots[v];
+    const std::string task(s.task);  // `s` is re-keyed below
+    const SlotKey closed_key = ClosedKey(task, s.collective);
+    const uint64_t closed_hash = Hash(closed_key.task, closed_key.collective, closed_key.peer, 0, closed_key.path_name);
+    // The table is full (no empty slot ends a probe chain): this scans until it finds the slot.
+    const uint32_t a = Find(closed_key, closed_hash, false);
+    // A reader must never count the victim's traffic twice (in the victim and in the closed slot)
+    // nor see it half-moved: the victim is not ready while it changes, and the counters change
+    // with release stores after that, so a reader that saw any moved count re-checks and skips it.
+    s.state.store(kClaiming, std::memory_order_relaxed);
+    if (a == kInvalid) {
+      // No closed-connections slot for this task and collective yet: the victim becomes it, its
+      // counters kept, and another victim is sought.
+      WriteKey(s, closed_key);
+      use[v].closed = true;
+      use[v].hash = closed_hash;
+      s.state.store(kReady, std::memory_order_release);
+      continue;
+    }
+    FoldCounters(s, slots[a]);
+    WriteKey(s, k);
+    use[v] = SlotUse{true, IsClosedKey(k), 0, hash, 0};
+    s.state.store(kReady, std::memory_order_release);
+    return v;
+  }
+}
+
 uint32_t StatsTable::Resolve(const StatsKey& key) {
-  const uint32_t capacity = layout_->header->slot_capacity;
-  const auto c = static_cast<uint8_t>(key.collective);
   // Keyed by the peer's address: its ephemeral port differs per connection, and a long job opens
   // thousands, which would fill the table and drop every later connection's numbers.
-  const std::string_view peer = StatsPeerAddress(key.peer);
-  const uint64_t h = Hash(key.task, c, peer, key.path_id, key.path_name);
-  for (uint32_t probe = 0; probe < capacity; ++probe) {
-    const uint32_t i = static_cast<uint32_t>((h + probe) % capacity);
-    Slot& s = layout_->slots[i];
-    uint32_t state = s.state.load(std::memory_order_acquire);
-    if (state == kEmpty) {
-      if (s.state.compare_exchange_strong(state, kClaiming, std::memory_order_acq_rel)) {
-        CopyName(s.task, key.task);
-        CopyName(s.peer, peer);
-        s.collective = c;
-        s.path_id = key.path_id;
-        CopyName(s.path_name, key.path_name);
-        s.state.store(kReady, std::memory_order_release);
-        return i;
-      }
-      // Lost the race; `state` now holds the winner's state.
-    }
-    WaitReady(s.state);
-    if (s.collective == c && s.path_id == key.path_id && NameEquals(s.task, key.task) && NameEquals(s.peer, peer) &&
-        NameEquals(s.path_name, key.path_name))
-      return i;
+  const SlotKey k{key.task, static_cast<uint8_t>(key.collective), StatsPeerAddress(key.peer), key.path_id,
+                  key.path_name};
+  const uint64_t h = Hash(k.task, k.collective, k.peer, k.path_id, k.path_name);
+  std::lock_guard<std::mutex> lock(layout_->mu);
+  uint32_t i = layout_->Find(k, h, true);
+  if (i == kInvalid) i = layout_->Reclaim(k, h);
+  if (i == kInvalid) {
+    layout_->header->dropped.fetch_add(1, std::memory_order_relaxed);
+    return kInvalid;
   }
-  layout_->header->dropped.fetch_add(1, std::memory_order_relaxed);
-  return kInvalid;
+  ++layout_->use[i].refs;
+  return i;
+}
+
+void StatsTable::Release(uint32_t slot) {
+  if (slot >= layout_->header->slot_capacity) return;
+  std::lock_guard<std::mutex> lock(layout_->mu);
+  SlotUse& u = layout_->use[slot];
+  if (u.refs == 0) return;  // not held: a caller's bug, never a reason to reclaim a held slot
+  if (--u.refs == 0) u.released = ++layout_->clock;
+}
+
+void StatsTable::Record(const StatsKey& key, uint64_t bytes, uint64_t latency_ns, Direction direction) {
+  const uint32_t slot = Resolve(key);
+  Record(slot, bytes, latency_ns, direction);
+  Release(slot);
 }
 
 void StatsTable::Record(uint32_t slot, uint64_t bytes, uint64_t latency_ns, Direction direction) {

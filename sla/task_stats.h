@@ -27,6 +27,11 @@ inline constexpr int kLatencyBuckets = 40;
 
 enum class Direction : uint8_t { kSend = 0, kRecv = 1 };
 
+// The slot that holds a task's and collective's closed connections once their own slots were
+// reclaimed for new keys (see StatsTable::Resolve): this peer, path id 0 and this path name.
+inline constexpr std::string_view kStatsClosedPeer = "(closed)";
+inline constexpr std::string_view kStatsClosedPathName = "closed connections";
+
 struct StatsKey {
   std::string_view task;
   Collective collective = Collective::kUnknown;
@@ -53,9 +58,10 @@ struct StatsTableOptions {
 };
 
 // The writer side, one per process. Record paths are lock-free and allocate nothing: keys
-// live in an open-addressing table of fixed slots claimed once with compare-and-swap, and
-// every counter is a 64-bit atomic in the shared mapping (address-free, so the reading
-// process sees them too).
+// live in an open-addressing table of fixed slots, and every counter is a 64-bit atomic in the
+// shared mapping (address-free, so the reading process sees them too). Resolve and Release keep
+// a per-slot reference count in this process (not in the file) under a mutex; they run at
+// connection setup and teardown, not per message.
 class StatsTable {
  public:
   static constexpr uint32_t kInvalid = 0xFFFFFFFFu;
@@ -73,13 +79,21 @@ class StatsTable {
   // counters stay valid (for a process that exits while other threads still record).
   void RemoveFile();
 
-  // Finds or claims the slot of `key`; kInvalid when the table is full (counted as dropped).
+  // Finds or claims the slot of `key` and takes a reference to it; Release gives it back.
   // Callers on hot paths resolve once per connection and collective and keep the handle.
+  // When no slot is free, the unreferenced slot released longest ago is reclaimed: its counters
+  // are added to its task's and collective's closed-connections slot (kStatsClosedPeer; the
+  // victim itself becomes that slot when there is none yet) and it is re-keyed with zeroed
+  // counters, so per-task totals are kept. kInvalid (counted as dropped) only when every slot is
+  // referenced or holds closed connections.
   uint32_t Resolve(const StatsKey& key);
+  // Drops a reference taken by Resolve (kInvalid: nothing). An unreferenced slot keeps its
+  // counters and key until it is reclaimed; a later Resolve of the same key finds it again.
+  void Release(uint32_t slot);
+  // `slot` must hold a reference (from Resolve) while this runs.
   void Record(uint32_t slot, uint64_t bytes, uint64_t latency_ns, Direction direction);
-  void Record(const StatsKey& key, uint64_t bytes, uint64_t latency_ns, Direction direction) {
-    Record(Resolve(key), bytes, latency_ns, direction);
-  }
+  // Resolve, record, release: for callers without a connection to keep a handle in.
+  void Record(const StatsKey& key, uint64_t bytes, uint64_t latency_ns, Direction direction);
 
   // Per-task values. ResolveTask returns kInvalid when the task table is full.
   uint32_t ResolveTask(std::string_view task);
@@ -118,6 +132,10 @@ struct SlotSnapshot {
   uint32_t path_id = 0;
   std::string path_name;  // empty in version-2 files
   DirectionSnapshot send, recv;
+  // The totals of the task's and collective's closed connections whose slots were reclaimed.
+  bool closed_connections() const {
+    return peer == kStatsClosedPeer && path_id == 0 && path_name == kStatsClosedPathName;
+  }
 };
 
 struct TaskSnapshot {

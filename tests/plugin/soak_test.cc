@@ -2,7 +2,9 @@
 // table over loopback, in one process (connect and accept are non-blocking, so one thread drives
 // both ends). What a months-long job with many communicators must not do: leak descriptors, grow
 // its memory, or use up the statistics table (one slot per {task, collective, peer address, path},
-// never per connection).
+// never per connection). Each cycle's traffic is labelled with another collective (setNetAttr), and
+// the table has 16 slots: 22 keys take turns in it, so closing connections must give slots back
+// (reclaimed into the closed-connections slots) with every message still counted.
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,6 +31,11 @@ constexpr bool kSanitizedBuild = false;
 // cycles and do not judge RSS; FF_SANITIZED says so for lanes that set it, the macros for the rest.
 bool Sanitized() { return kSanitizedBuild || std::getenv("FF_SANITIZED") != nullptr; }
 
+// 11 collectives x 2 directions = 22 keys, more than the table holds; up to 11 closed-connections
+// slots and the 2 of the open connections fit.
+constexpr int kStatsSlots = 16;
+constexpr int kCollectives = 11;
+
 // The statistics file goes to a directory of this process's own, set before the plugin reads its
 // configuration (at the first init).
 std::string StatsDir() {
@@ -37,6 +44,7 @@ std::string StatsDir() {
     mkdir(d.c_str(), 0700);
     setenv("FLEXIFORCE_STATS_DIR", d.c_str(), 1);
     setenv("FLEXIFORCE_STATS", "1", 1);
+    setenv("FLEXIFORCE_STATS_SLOTS", std::to_string(kStatsSlots).c_str(), 1);
     return d;
   }();
   return dir;
@@ -68,7 +76,10 @@ long RssKiB() {
 
 struct StatsCount {
   long slots = -1;
+  long closed_slots = 0;
   uint64_t dropped = 0;
+  uint64_t messages = 0;  // both directions, every slot (closed connections included)
+  uint64_t bytes = 0;
 };
 
 StatsCount UsedSlots() {
@@ -83,6 +94,11 @@ StatsCount UsedSlots() {
     }
     c.slots = static_cast<long>(snap->slots.size());
     c.dropped = snap->dropped;
+    for (const auto& s : snap->slots) {
+      c.closed_slots += s.closed_connections();
+      c.messages += s.send.messages + s.recv.messages;
+      c.bytes += s.send.bytes + s.recv.bytes;
+    }
   }
   return c;
 }
@@ -109,6 +125,12 @@ std::string Cycle(NetPeer& peer, int seq) {
     if (rc == nullptr && peer.net()->accept(lc, &rc, &dc) != ncclSuccess) return "accept failed";
     if (std::chrono::steady_clock::now() > deadline) return "connect/accept timed out";
   }
+  // The context's collective for this cycle's messages (NCCL sets it per transfer).
+  ncclNetAttr_t attr{};
+  attr.op = 1u << (seq % kCollectives);
+  attr.algo = 1;
+  attr.proto = 1;
+  if (peer.net()->setNetAttr(peer.ctx(), &attr) != ncclSuccess) return "setNetAttr failed";
   char out[256], in[512];
   FillPattern(out, static_cast<uint64_t>(seq), sizeof(out));
   void* rreq = nullptr;
@@ -152,15 +174,20 @@ TEST(Soak, TenThousandConnectCloseCyclesKeepFdsRssAndStatsSlotsFlat) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const Sample end = Take();
   std::printf("soak: %d cycles in %.2f s (%.0f us per cycle)\n", cycles, seconds, seconds * 1e6 / cycles);
-  std::printf("soak: fds %d -> %d (after cycle %d) -> %d; RSS %ld -> %ld -> %ld KiB; stats slots %ld -> %ld -> %ld, "
-              "dropped %llu\n",
+  std::printf("soak: fds %d -> %d (after cycle %d) -> %d; RSS %ld -> %ld -> %ld KiB; stats slots %ld -> %ld -> %ld "
+              "(%ld closed-connections), dropped %llu, messages %llu\n",
               start.fds, after_warmup.fds, warmup, end.fds, start.rss_kib, after_warmup.rss_kib, end.rss_kib,
-              start.stats.slots, after_warmup.stats.slots, end.stats.slots,
-              static_cast<unsigned long long>(end.stats.dropped));
+              start.stats.slots, after_warmup.stats.slots, end.stats.slots, end.stats.closed_slots,
+              static_cast<unsigned long long>(end.stats.dropped), static_cast<unsigned long long>(end.stats.messages));
   ASSERT_GT(after_warmup.stats.slots, 0) << "no statistics file found in " << g_stats_dir;
   EXPECT_EQ(end.fds, after_warmup.fds) << "descriptors leak across connect/close cycles";
   EXPECT_EQ(end.stats.slots, after_warmup.stats.slots) << "statistics slots grow with the number of connections";
   EXPECT_EQ(end.stats.dropped, 0u) << "statistics records were dropped (slot table full)";
+  // Every message, one each way per cycle, is still counted once: in its key's slot or, once that
+  // was reclaimed, in its task's and collective's closed connections.
+  EXPECT_EQ(end.stats.messages, 2u * static_cast<uint64_t>(cycles));
+  EXPECT_EQ(end.stats.bytes, 2u * 256u * static_cast<uint64_t>(cycles));
+  EXPECT_GT(end.stats.closed_slots, 0) << "no slot was reclaimed: the test no longer exercises reclaiming";
   if (!Sanitized()) {
     // Allocator noise is a few hundred KiB; a leak of even 100 bytes a cycle would be ~900 KiB more.
     EXPECT_LE(end.rss_kib - after_warmup.rss_kib, 2048) << "RSS grows with the number of cycles";

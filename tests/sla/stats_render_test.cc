@@ -106,5 +106,33 @@ TEST(StatsRender, TextNamesThePathNotItsHash) {
   EXPECT_THAT(RenderStatsText(snaps), HasSubstr("id 1622425797"));
 }
 
+// The slot that holds a task's closed connections (reclaimed slots' totals) reads as what it is in
+// every format: peer "(closed)" and path "closed connections", and --json says so in a field.
+TEST(StatsRender, ClosedConnectionsSlotIsNamedInEveryFormat) {
+  auto snaps = Sample();
+  SlotSnapshot closed;
+  closed.task = "job\"1";
+  closed.collective = Collective::kAllReduce;
+  closed.peer = std::string(kStatsClosedPeer);
+  closed.path_name = std::string(kStatsClosedPathName);
+  closed.send.bytes = 123456;
+  closed.send.messages = 789;
+  ASSERT_TRUE(closed.closed_connections());
+  ASSERT_FALSE(snaps[0].slots[0].closed_connections());
+  snaps[0].slots.push_back(closed);
+
+  const std::string text = RenderStatsText(snaps);
+  EXPECT_THAT(text, ::testing::ContainsRegex(R"(\(closed\) +send +123456 +789 .* closed connections)")) << text;
+  const auto flows = nlohmann::json::parse(RenderStatsJson(snaps)).at("processes").at(0).at("flows");
+  ASSERT_EQ(flows.size(), 2u);
+  EXPECT_EQ(flows.at(0).at("closed_connections"), false);
+  EXPECT_EQ(flows.at(1).at("closed_connections"), true);
+  EXPECT_EQ(flows.at(1).at("peer"), "(closed)");
+  EXPECT_EQ(flows.at(1).at("path_name"), "closed connections");
+  EXPECT_EQ(flows.at(1).at("send").at("bytes"), 123456u);
+  EXPECT_THAT(RenderStatsPrometheus(snaps),
+              HasSubstr("peer=\"(closed)\",path=\"0\",path_name=\"closed connections\",direction=\"send\"} 123456\n"));
+}
+
 }  // namespace
 }  // namespace ff::sla

@@ -4,12 +4,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
+
+#include "sla/stats_file_format.h"
 
 namespace ff::sla {
 namespace {
@@ -105,16 +113,353 @@ TEST_F(TaskStatsTest, RecordsAreReadBackExactlyInProcess) {
   EXPECT_EQ(snap->tasks[0].failover_paused_ns, 17'000'000u);
 }
 
-TEST_F(TaskStatsTest, FullTableCountsDropsInsteadOfOverwriting) {
+// Only slots that nobody references can be reclaimed. With every slot held a new key is dropped
+// (and counted), as before; a released slot first becomes its task's closed-connections slot,
+// and the next released one is then reclaimed for the new key.
+TEST_F(TaskStatsTest, FullTableOfReferencedSlotsCountsDropsInsteadOfOverwriting) {
   options_.slots = 2;
   std::string error;
   auto table = StatsTable::Open(options_, &error);
   ASSERT_TRUE(table) << error;
-  for (uint32_t p = 0; p < 3; ++p) table->Record({"j", Collective::kBroadcast, "peer", p}, 1, 1, Direction::kSend);
+  const uint32_t a = table->Resolve({"j", Collective::kBroadcast, "peer", 0});
+  const uint32_t b = table->Resolve({"j", Collective::kBroadcast, "peer", 1});
+  ASSERT_NE(a, StatsTable::kInvalid);
+  ASSERT_NE(b, StatsTable::kInvalid);
+  table->Record(a, 10, 1, Direction::kSend);
+  table->Record(b, 20, 1, Direction::kSend);
+  table->Record({"j", Collective::kBroadcast, "peer", 2}, 1, 1, Direction::kSend);
   auto snap = ReadStatsFile(table->path(), &error);
-  ASSERT_TRUE(snap);
+  ASSERT_TRUE(snap) << error;
   EXPECT_EQ(snap->slots.size(), 2u);
   EXPECT_EQ(snap->dropped, 1u);
+
+  // `a` released: it becomes the closed-connections slot of (j, Broadcast), which leaves nothing
+  // to reclaim for the new key while `b` is held.
+  table->Release(a);
+  EXPECT_EQ(table->Resolve({"j", Collective::kBroadcast, "peer", 3}), StatsTable::kInvalid);
+  snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  EXPECT_EQ(snap->dropped, 2u);
+  ASSERT_EQ(snap->slots.size(), 2u);
+  EXPECT_TRUE(snap->slots[0].closed_connections());
+  EXPECT_EQ(snap->slots[0].peer, "(closed)");
+  EXPECT_EQ(snap->slots[0].path_name, "closed connections");
+  EXPECT_EQ(snap->slots[0].send.bytes, 10u);
+  EXPECT_EQ(snap->slots[1].send.bytes, 20u);  // `b`, held, untouched
+
+  // `b` released: reclaimed for the new key, its bytes added to the closed connections.
+  table->Release(b);
+  const uint32_t c = table->Resolve({"j", Collective::kBroadcast, "peer", 3});
+  EXPECT_EQ(c, b);
+  table->Record(c, 5, 1, Direction::kSend);
+  snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  EXPECT_EQ(snap->dropped, 2u);
+  ASSERT_EQ(snap->slots.size(), 2u);
+  EXPECT_EQ(snap->slots[0].send.bytes, 30u);
+  EXPECT_EQ(snap->slots[0].send.messages, 2u);
+  EXPECT_EQ(snap->slots[1].path_id, 3u);
+  EXPECT_EQ(snap->slots[1].send.bytes, 5u);
+  EXPECT_EQ(snap->slots[1].send.messages, 1u);
+}
+
+// What the reader reports summed per task, collective and direction, closed connections included.
+struct Totals {
+  uint64_t bytes = 0, messages = 0, latency_sum_ns = 0;
+  std::vector<uint64_t> histogram = std::vector<uint64_t>(kLatencyBuckets);
+  void Add(uint64_t b, uint64_t latency_ns) {
+    bytes += b;
+    ++messages;
+    latency_sum_ns += latency_ns;
+    ++histogram[LatencyBucket(latency_ns)];
+  }
+  void Add(const DirectionSnapshot& d) {
+    bytes += d.bytes;
+    messages += d.messages;
+    latency_sum_ns += d.latency_sum_ns;
+    for (int b = 0; b < kLatencyBuckets; ++b) histogram[b] += d.histogram[b];
+  }
+  bool operator==(const Totals&) const = default;
+};
+using TotalsKey = std::tuple<std::string, Collective, int>;  // task, collective, direction
+
+std::map<TotalsKey, Totals> SumPerTask(const StatsSnapshot& snap) {
+  std::map<TotalsKey, Totals> out;
+  for (const auto& s : snap.slots) {
+    out[{s.task, s.collective, 0}].Add(s.send);
+    out[{s.task, s.collective, 1}].Add(s.recv);
+  }
+  return out;
+}
+
+// A long job: thousands of connections to distinct peers (and some back to earlier ones) opened,
+// used and closed one after another in an 8-slot table. Nothing is dropped, and what the reader
+// reports per task equals what was recorded, to the message and histogram bucket.
+TEST_F(TaskStatsTest, ClosedConnectionsSlotsAreReclaimedAndTaskTotalsKept) {
+  options_.slots = 8;
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  const char* tasks[] = {"jobA", "jobB"};
+  const Collective collectives[] = {Collective::kAllReduce, Collective::kAllGather};
+  std::map<TotalsKey, Totals> expected;
+  std::deque<uint32_t> open;  // up to three connections at once
+  for (int i = 0; i < 5000; ++i) {
+    // 700 distinct peers: some come back while their slot still exists, others after it was reclaimed.
+    const int p = (i * 7) % 700;
+    const std::string peer = "10.1." + std::to_string(p / 200) + "." + std::to_string(p % 200) + ":" +
+                             std::to_string(40000 + i);
+    const std::string path = "eth" + std::to_string(i % 2) + " -> 10.1.0." + std::to_string(p % 200);
+    const StatsKey key{tasks[p % 2], collectives[(p / 2) % 2], peer, static_cast<uint32_t>(p % 3), path};
+    const uint32_t slot = table->Resolve(key);
+    ASSERT_NE(slot, StatsTable::kInvalid) << "connection " << i;
+    for (int m = 0; m < 1 + i % 3; ++m) {
+      const uint64_t bytes = 100 + i + m, latency = 1ull << ((i + m) % 30);
+      table->Record(slot, bytes, latency, Direction::kSend);
+      expected[{key.task.data(), key.collective, 0}].Add(bytes, latency);
+      table->Record(slot, bytes / 2, latency + 1, Direction::kRecv);
+      expected[{key.task.data(), key.collective, 1}].Add(bytes / 2, latency + 1);
+    }
+    open.push_back(slot);
+    if (open.size() > 3) {
+      table->Release(open.front());
+      open.pop_front();
+    }
+  }
+  auto snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  EXPECT_EQ(snap->dropped, 0u);
+  EXPECT_EQ(snap->slots.size(), 8u);
+  EXPECT_TRUE(SumPerTask(*snap) == expected);
+  int closed = 0;
+  std::set<std::tuple<std::string, Collective, std::string, uint32_t, std::string>> keys;
+  for (const auto& s : snap->slots) {
+    closed += s.closed_connections();
+    // A key is never in two slots: every lookup found its slot, also past a reclaimed one.
+    EXPECT_TRUE(keys.insert({s.task, s.collective, s.peer, s.path_id, s.path_name}).second) << s.peer;
+  }
+  EXPECT_EQ(closed, 4);  // one per task and collective
+  for (const auto& [k, t] : expected) EXPECT_GT(t.messages, 0u);
+
+  // Every key still in the table is found where it is: resolving them all reclaims nothing.
+  std::vector<uint32_t> again;
+  for (const auto& s : snap->slots) {
+    if (s.closed_connections()) continue;
+    again.push_back(table->Resolve({s.task, s.collective, s.peer, s.path_id, s.path_name}));
+    EXPECT_NE(again.back(), StatsTable::kInvalid);
+  }
+  for (uint32_t s : again) table->Release(s);
+  auto after = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(after) << error;
+  EXPECT_EQ(after->dropped, 0u);
+  ASSERT_EQ(after->slots.size(), snap->slots.size());
+  for (size_t i = 0; i < after->slots.size(); ++i) {
+    EXPECT_EQ(after->slots[i].peer, snap->slots[i].peer);
+    EXPECT_EQ(after->slots[i].send.bytes, snap->slots[i].send.bytes);
+  }
+}
+
+// A connection that stays open through thousands of others keeps its slot and its counters.
+TEST_F(TaskStatsTest, ReferencedSlotIsNeverReclaimed) {
+  options_.slots = 8;
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  const StatsKey held_key{"job", Collective::kAllReduce, "10.9.9.9:1234", 7, "eth0 -> 10.9.9.9"};
+  const uint32_t held = table->Resolve(held_key);
+  ASSERT_NE(held, StatsTable::kInvalid);
+  // Older than every slot below: the first victim if references did not protect it.
+  table->Record(held, 4096, 1000, Direction::kSend);
+  table->Record(held, 512, 3000, Direction::kRecv);
+  for (int i = 0; i < 3000; ++i) {
+    const uint32_t s = table->Resolve({"job", Collective::kAllReduce, "10.2.0." + std::to_string(i) + ":1", 7,
+                                       "eth0 -> 10.2.0." + std::to_string(i)});
+    ASSERT_NE(s, StatsTable::kInvalid) << i;
+    ASSERT_NE(s, held) << i;
+    table->Record(s, 1, 1, Direction::kSend);
+    table->Release(s);
+    if (i % 500 == 0) table->Record(held, 4096, 1000, Direction::kSend);
+  }
+  EXPECT_EQ(table->Resolve(held_key), held);  // still found, under its key
+  table->Release(held);
+  auto snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  EXPECT_EQ(snap->dropped, 0u);
+  const SlotSnapshot* h = nullptr;
+  uint64_t closed_bytes = 0;
+  for (const auto& s : snap->slots) {
+    if (s.peer == "10.9.9.9") h = &s;
+    if (s.closed_connections()) closed_bytes += s.send.bytes;
+  }
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->path_id, 7u);
+  EXPECT_EQ(h->send.bytes, 7u * 4096u);
+  EXPECT_EQ(h->send.messages, 7u);
+  EXPECT_EQ(h->send.histogram[LatencyBucket(1000)], 7u);
+  EXPECT_EQ(h->recv.bytes, 512u);
+  EXPECT_EQ(h->recv.latency_sum_ns, 3000u);
+  EXPECT_EQ(closed_bytes + 6u, 3000u);  // six recent ones still have their own slots
+}
+
+// Threads record on the slots they hold while others open, use and close connections to new
+// peers (reclaiming slots all along) and a reader polls the file: the totals come out exact, and
+// no read ever reports more than had been recorded (a slot counted twice while being moved).
+TEST_F(TaskStatsTest, ConcurrentRecordsOnHeldSlotsWhileOthersAreReclaimed) {
+  options_.slots = 16;
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  constexpr int kHolders = 3, kChurners = 2, kRecords = 20000, kConnections = 2000;
+  std::atomic<uint64_t> issued{0};  // bytes about to be recorded, counted before they are
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kHolders; ++t)
+    threads.emplace_back([&, t] {
+      const uint32_t s = table->Resolve({"job", Collective::kAllReduce, "10.3.0." + std::to_string(t), 0, "held"});
+      for (int i = 0; i < kRecords; ++i) {
+        issued.fetch_add(3, std::memory_order_relaxed);
+        table->Record(s, 3, 100, Direction::kSend);
+      }
+      table->Release(s);
+    });
+  for (int t = 0; t < kChurners; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kConnections; ++i) {
+        const uint32_t s = table->Resolve(
+            {"job", Collective::kAllReduce, "10.4." + std::to_string(t) + "." + std::to_string(i), 0, "churn"});
+        for (int m = 0; m < 5; ++m) {
+          issued.fetch_add(1000, std::memory_order_relaxed);
+          table->Record(s, 1000, 50, Direction::kSend);
+        }
+        table->Release(s);
+      }
+    });
+  std::thread reader([&] {
+    int reads = 0;
+    while (!done.load() || reads < 10) {
+      std::string e;
+      auto snap = ReadStatsFile(table->path(), &e);
+      ASSERT_TRUE(snap) << e;
+      uint64_t bytes = 0;
+      for (const auto& s : snap->slots) bytes += s.send.bytes;
+      ASSERT_LE(bytes, issued.load()) << "a read counted a slot twice";
+      ++reads;
+    }
+  });
+  for (auto& th : threads) th.join();
+  done = true;
+  reader.join();
+  auto snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  EXPECT_EQ(snap->dropped, 0u);
+  uint64_t bytes = 0, messages = 0;
+  for (const auto& s : snap->slots) {
+    bytes += s.send.bytes;
+    messages += s.send.messages;
+    if (s.path_name == "held") {
+      EXPECT_EQ(s.send.bytes, 3u * kRecords) << s.peer;
+      EXPECT_EQ(s.send.messages, uint64_t{kRecords}) << s.peer;
+    }
+  }
+  EXPECT_EQ(bytes, issued.load());
+  EXPECT_EQ(bytes, uint64_t{kHolders} * kRecords * 3 + uint64_t{kChurners} * kConnections * 5 * 1000);
+  EXPECT_EQ(messages, uint64_t{kHolders} * kRecords + uint64_t{kChurners} * kConnections * 5);
+}
+
+// The same, made deterministic: the slot the reader is copying is reclaimed right after its
+// counters were copied (the reader's test seam). Copied before the move, counted again in the
+// closed-connections slot read after it, it would count twice; the reader reads closed slots
+// first and re-checks each slot after copying it, so it can miss the slot but not count it twice.
+uint32_t g_victim = StatsTable::kInvalid;
+StatsTable* g_table = nullptr;
+void ReclaimVictimWhileItIsCopied(uint32_t index) {
+  if (index != g_victim) return;
+  g_victim = StatsTable::kInvalid;  // once
+  g_table->Release(g_table->Resolve({"job", Collective::kAllReduce, "10.6.1.1", 0, "new"}));
+}
+
+TEST_F(TaskStatsTest, SlotReclaimedWhileTheReaderCopiesItIsNeverCountedTwice) {
+  options_.slots = 8;
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  std::vector<uint32_t> slots;
+  for (int i = 0; i < 8; ++i) {
+    slots.push_back(table->Resolve({"job", Collective::kAllReduce, "10.6.0." + std::to_string(i), 0, "p"}));
+    table->Record(slots.back(), 1000, 1, Direction::kSend);
+  }
+  std::sort(slots.begin(), slots.end());
+  // Released highest index first: that slot becomes the closed-connections slot, and every victim
+  // after it lies below it, so a reader going by index meets the victim before the closed slot.
+  table->Release(slots.back());
+  for (size_t i = 0; i + 1 < slots.size(); ++i) table->Release(slots[i]);
+  const uint32_t first = table->Resolve({"job", Collective::kAllReduce, "10.6.1.0", 0, "new"});
+  ASSERT_EQ(first, slots[0]);  // slots[7] became the closed slot, slots[0] was folded into it
+  table->Release(first);
+  g_victim = slots[1];
+  g_table = table.get();
+  stats_format::g_slot_copied_hook = &ReclaimVictimWhileItIsCopied;
+  auto snap = ReadStatsFile(table->path(), &error);
+  stats_format::g_slot_copied_hook = nullptr;
+  ASSERT_TRUE(snap) << error;
+  EXPECT_EQ(g_victim, StatsTable::kInvalid) << "the victim was not read";
+  uint64_t bytes = 0;
+  for (const auto& s : snap->slots) bytes += s.send.bytes;
+  EXPECT_LE(bytes, 8000u) << "a slot reclaimed while it was read was counted twice";
+  EXPECT_GE(bytes, 7000u);  // at most the victim missed
+  snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  bytes = 0;
+  for (const auto& s : snap->slots) bytes += s.send.bytes;
+  EXPECT_EQ(bytes, 8000u);
+  EXPECT_EQ(snap->dropped, 0u);
+}
+
+// A reader polling while slots are reclaimed as fast as one thread can open and close connections:
+// each connection's traffic is moved into the closed-connections slot when its slot is reclaimed,
+// and a read must never see it in both (it may miss it for a moment). Every connection carries 1 GB,
+// so one double count exceeds everything a read can miss of the traffic in flight.
+TEST_F(TaskStatsTest, ReaderNeverCountsAReclaimedSlotTwice) {
+  options_.slots = 16;
+  std::string error;
+  auto table = StatsTable::Open(options_, &error);
+  ASSERT_TRUE(table) << error;
+  constexpr uint64_t kBytes = 1'000'000'000;
+  constexpr int kConnections = 5000;
+  std::atomic<uint64_t> issued{0};
+  std::atomic<bool> done{false};
+  std::thread churn([&] {
+    for (int i = 0; i < kConnections; ++i) {
+      // Reclaims the slot of connection i - 3 (folds it into the closed connections).
+      const uint32_t s = table->Resolve({"job", Collective::kAllReduce, "10.5.0." + std::to_string(i), 0, "p"});
+      // Then nothing changes for 20 us: `issued` is exactly what was recorded, and a read that
+      // counted the move twice reports 1 GB more.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      issued.fetch_add(kBytes);
+      table->Record(s, kBytes, 1, Direction::kSend);
+      table->Release(s);
+    }
+    done = true;
+  });
+  int reads = 0, over = 0;
+  while (!done.load() || reads < 10) {
+    auto snap = ReadStatsFile(table->path(), &error);
+    ASSERT_TRUE(snap) << error;
+    uint64_t bytes = 0;
+    for (const auto& s : snap->slots) bytes += s.send.bytes;
+    over += bytes > issued.load();
+    ++reads;
+  }
+  churn.join();
+  EXPECT_EQ(over, 0) << "of " << reads << " reads, " << over << " counted a reclaimed slot twice";
+  auto snap = ReadStatsFile(table->path(), &error);
+  ASSERT_TRUE(snap) << error;
+  uint64_t bytes = 0;
+  for (const auto& s : snap->slots) bytes += s.send.bytes;
+  EXPECT_EQ(bytes, kConnections * kBytes);
+  EXPECT_EQ(snap->dropped, 0u);
 }
 
 TEST_F(TaskStatsTest, ConcurrentWritersOnSharedKeysCountExactly) {
