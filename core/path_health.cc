@@ -68,7 +68,10 @@ bool PathWatchdog::Judge(int path, const PathSample& tp, uint64_t now_ns, PathFa
     const uint64_t ack_age_ns = uint64_t{tp.ms_since_ack} * 1'000'000;
     if (ack_age_ns < now_ns && now_ns - ack_age_ns > s.last_progress_ns) s.last_progress_ns = now_ns - ack_age_ns;
   }
-  if (tp.bytes_acked != s.bytes_acked) s.last_advance_ns = now_ns;
+  if (tp.bytes_acked != s.bytes_acked) {
+    s.last_advance_ns = now_ns;
+    if (s.unacked >= 2) s.last_busy_advance_ns = now_ns;  // data in flight was acknowledged
+  }
   s.bytes_acked = tp.bytes_acked;
   s.unacked = tp.unacked_segments;
   s.ms_since_ack = tp.ms_since_ack;
@@ -147,6 +150,14 @@ bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out
     // apart, is no evidence (a busy host stalls them all).
     if (static_cast<int>(j) == path || !o.alive || o.last_advance_ns < s.last_progress_ns + limit / 4) continue;
     if (now_ns - o.last_advance_ns >= limit) continue;
+    // An idle path's acknowledgement (of a control frame: the witness WitnessWanted asked for) counts
+    // only after twice the limit: a busy path's acknowledgements can lag ~20 ms on a healthy host
+    // while an idle one answers in 1 ms, and before the witness that lag was never judged at all
+    // (measured on the emulator with idle-path evidence at 1x: one false hedge in 40 trials, on a
+    // 22 ms silence). Bulk data acknowledged on the other path counts at the limit, as it always did.
+    const bool busy_evidence = o.last_busy_advance_ns >= s.last_progress_ns + limit / 4 &&
+                               now_ns - o.last_busy_advance_ns < limit;
+    if (!busy_evidence && silent < 2 * limit) continue;
     out->path = path;
     out->cause = PathFault::kSilent;
     out->silent_ns = silent;

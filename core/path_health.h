@@ -119,7 +119,8 @@ class PathWatchdog {
   // relative limit, this names an idle path in `usable_mask` to send a small frame on: the peer's
   // kernel acknowledges it within a round trip, and that acknowledgement is the witness (it arrives
   // after the silence began, as the rule demands). -1 when none is wanted. At most one frame per
-  // idle path per half limit, so a path silent for long costs a few small frames.
+  // idle path per half limit, so a path silent for long costs a few small frames. Evidence asked for
+  // this way (an idle path's acknowledgement) counts only after twice the relative limit (JudgeRelative).
   int WitnessWanted(uint64_t now_ns, uint64_t usable_mask);
   // Time since path `i` last showed progress (0 if never sampled).
   uint64_t SilentFor(int path, uint64_t now_ns) const;
@@ -146,6 +147,7 @@ class PathWatchdog {
     uint64_t bytes_acked = 0;
     uint64_t last_progress_ns = 0;
     uint64_t last_advance_ns = 0;  // last time the cumulative acknowledgement moved
+    uint64_t last_busy_advance_ns = 0;  // ... while two or more segments were in flight (bulk data)
     uint64_t last_sample_ns = 0;
     uint32_t unacked = 0;          // from the last sample
     uint32_t ms_since_ack = 0;

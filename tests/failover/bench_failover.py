@@ -16,6 +16,8 @@ Per trial, from the plugin's one-line failover log (one line per sending rank th
   resume_ms   cut -> every direction acknowledged again = max(detect + paused) over the events
   flow_ms     cut -> the backup link (sampled every 2 ms from /proc/<pid>/net/dev) carried 256 KiB
               after the last failover decision: traffic verifiably on the backup path
+  stuck_ms    the longest a chunk on the dead path waited: its path's time without progress when judged
+              plus the pause (a path that carried nothing for a while after the cut waited for nothing)
 Beside it, the same cut with failover disabled (FLEXIFORCE_PATHS=1, FLEXIFORCE_PEER_TIMEOUT_MS=2000,
 a bound chosen for the benchmark): what the job sees - error after N s, or a hang until the driver's
 timeout. The table prints median and p99 (nearest rank) of each metric.
@@ -35,6 +37,7 @@ import failover_harness as fh  # noqa: E402
 PEER_TIMEOUT_MS = 2000
 DRIVER_TIMEOUT_S = 20
 FLOW_BYTES = 256 << 10
+SETUP_S = 1.0  # connections of a 2-rank job are up within ~100 ms on this machine kind
 
 
 def percentile(values, q):
@@ -74,10 +77,14 @@ def run_trial(binary, state_file, name, nbytes, warmup, failover):
     sampler = fh.CounterSampler(sources)
     out = {"scenario": name, "failover": failover}
     try:
-        # Cut once the plugin's traffic is flowing (32 MiB crossed the links watched), at a random phase.
+        # Cut once the plugin's traffic is flowing (32 MiB crossed the links watched) and the ranks have
+        # had SETUP_S to finish connecting, at a random phase. The driver connects its channels one
+        # after another: 32 MiB can cross within 60 ms of the start while a later channel's second
+        # path is still connecting, and a cut then tests the setup grace (a partial start), not failover.
         start = time.monotonic()
         base = sampler.latest("cut") + sampler.latest("backup")
-        while sampler.latest("cut") + sampler.latest("backup") - base < (32 << 20):
+        while (sampler.latest("cut") + sampler.latest("backup") - base < (32 << 20) or
+               time.monotonic() - start < SETUP_S):
             if time.monotonic() - start > 15 or any(p.poll() is not None for p in ranks.procs):
                 raise RuntimeError("no traffic before the cut")
             time.sleep(0.005)
@@ -113,18 +120,27 @@ def run_trial(binary, state_file, name, nbytes, warmup, failover):
         return out, ranks
     events = ranks.failovers()
     out["events"] = len(events)
-    out["ok"] = all(c == 0 for c in codes) and len(events) > 0
+    # A trial passes when every rank's results were exact and the cut was seen: a failover, or the cut
+    # path declared down while it held nothing unacknowledged (no failover line: nothing to re-send),
+    # or - cut during setup - the connection started on the surviving path.
+    out["exact"] = all(c == 0 for c in codes)
+    out["down_idle"] = sum(ranks.text(r).count(" is down: ") for r in range(len(codes))) if not events else 0
     # Counted, never dropped: a trial whose ranks never finished connecting, and events decided
     # before the cut (a false alarm on a healthy path).
     out["setup_hung"] = any("connection setup" in ranks.text(r) for r in range(len(codes)))
     out["partial_start"] = any(" of 2 path(s)" in ranks.text(r) for r in range(len(codes)))
     out["early_events"] = sum(1 for e in events if e["at"] < t0)
+    out["ok"] = out["exact"] and (len(events) > 0 or out["down_idle"] > 0 or out["partial_start"])
     if not events:
         return out, ranks
     out["causes"] = [f"{1000 * (e['at'] - t0):.1f} ms: {e['old']}" for e in events]
     out["detect_ms"] = max(1000 * (e["at"] - t0) for e in events)
     out["detect_first_ms"] = min(1000 * (e["at"] - t0) for e in events)
     out["paused_ms"] = max(e["paused_ms"] for e in events)
+    # How long a chunk on the dead path waited: the path's time without progress when it was judged,
+    # plus the pause until the re-sent data was acknowledged. Unlike the times counted from the cut,
+    # it leaves out a path that carried nothing for a while after the cut (nothing was waiting).
+    out["stuck_ms"] = max(e["silent_ms"] + e["paused_ms"] for e in events)
     out["resent_bytes"] = sum(e["resent"] for e in events)
     out["resume_ms"] = max(1000 * (e["at"] - t0) + e["paused_ms"] for e in events)
     last = max(e["at"] for e in events)
@@ -137,14 +153,16 @@ def run_trial(binary, state_file, name, nbytes, warmup, failover):
 
 def table(rows, name):
     ok = [r for r in rows if r["scenario"] == name and r["failover"]]
-    lines = [f"{name}: {len(ok)} trials, {sum(1 for r in ok if r.get('ok'))} passed exact checks with a failover; "
+    lines = [f"{name}: {len(ok)} trials, {sum(1 for r in ok if r.get('ok'))} passed (exact, cut seen); "
+             f"{sum(1 for r in ok if r.get('events'))} failed over; "
+             f"{sum(1 for r in ok if r.get('down_idle'))} saw the cut path go down holding nothing to re-send; "
              f"{sum(1 for r in ok if r.get('setup_hung'))} hung in connection setup; "
              f"{sum(1 for r in ok if r.get('partial_start'))} started without a path (setup grace); "
              f"{sum(1 for r in ok if r.get('error'))} never got traffic flowing; "
              f"{sum(r.get('early_events', 0) for r in ok)} failover(s) decided before the cut"]
     lines.append(f"  {'metric':<16}{'median':>12}{'p99':>12}{'max':>12}")
     for key, unit in (("detect_first_ms", "ms"), ("detect_ms", "ms"), ("paused_ms", "ms"), ("resume_ms", "ms"),
-                      ("flow_ms", "ms"), ("resent_bytes", "B"), ("cut_cmd_ms", "ms")):
+                      ("flow_ms", "ms"), ("stuck_ms", "ms"), ("resent_bytes", "B"), ("cut_cmd_ms", "ms")):
         vals = [r[key] for r in ok if r.get(key) is not None]
         if vals:
             lines.append(f"  {key:<16}{statistics.median(vals):>12.1f}{percentile(vals, 99):>12.1f}{max(vals):>12.1f}")
@@ -203,7 +221,8 @@ def main():
     for name in names:
         ok = [r for r in rows if r["scenario"] == name and r["failover"]]
         summary[name] = {k: {"median": statistics.median(v), "p99": percentile(v, 99), "max": max(v)}
-                         for k in ("detect_first_ms", "detect_ms", "paused_ms", "resume_ms", "flow_ms", "resent_bytes")
+                         for k in ("detect_first_ms", "detect_ms", "paused_ms", "resume_ms", "flow_ms", "stuck_ms",
+                                   "resent_bytes")
                          for v in [[r[k] for r in ok if r.get(k) is not None]] if v}
     if a.json:
         print(json.dumps({"trials": rows, "summary": summary}, indent=1))
