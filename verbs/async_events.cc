@@ -87,10 +87,17 @@ void AsyncEvents::ReadLocked() {
 }
 
 void AsyncEvents::Handle(const ibv_async_event& e) {
-  const std::string name = AsyncEventName(e.event_type);
-  const char* text = api_.event_type_str != nullptr ? api_.event_type_str(e.event_type) : "";
+  // The kernel may report event types newer than this build's enum: read the raw value, since loading
+  // an out-of-range value as the enum is undefined (UBSan: "not a valid value for type ibv_event_type").
+  int type = 0;
+  static_assert(sizeof(e.event_type) == sizeof(type), "ibv_event_type is an int-sized enum");
+  std::memcpy(&type, &e.event_type, sizeof(type));
+  const std::string name = AsyncEventName(type);
+  const bool known = name != "IBV_EVENT_" + std::to_string(type);
+  const char* text =
+      api_.event_type_str != nullptr && known ? api_.event_type_str(static_cast<ibv_event_type>(type)) : "unknown";
   bool changed = false;
-  switch (e.event_type) {
+  switch (type) {
     case IBV_EVENT_PORT_ERR: {
       const uint8_t port = static_cast<uint8_t>(e.element.port_num);
       changed = ports_down_.emplace(port, "async event " + name + " on " + device_ + " port " +
@@ -111,8 +118,8 @@ void AsyncEvents::Handle(const ibv_async_event& e) {
     case IBV_EVENT_QP_REQ_ERR:
     case IBV_EVENT_QP_ACCESS_ERR: {
       const uint32_t qpn = e.element.qp != nullptr ? e.element.qp->qp_num : 0;
-      const int err = e.event_type == IBV_EVENT_QP_ACCESS_ERR ? EACCES
-                      : e.event_type == IBV_EVENT_QP_REQ_ERR  ? EPROTO
+      const int err = type == IBV_EVENT_QP_ACCESS_ERR ? EACCES
+                      : type == IBV_EVENT_QP_REQ_ERR  ? EPROTO
                                                               : EIO;
       changed = qps_failed_.emplace(qpn, std::make_pair(err, "async event " + name + " on " + device_ + " QP " +
                                                                  std::to_string(qpn))).second;
@@ -122,7 +129,7 @@ void AsyncEvents::Handle(const ibv_async_event& e) {
     case IBV_EVENT_CQ_ERR:
     case IBV_EVENT_DEVICE_FATAL:
       if (device_err_ == 0) {
-        device_err_ = e.event_type == IBV_EVENT_DEVICE_FATAL ? ENODEV : EIO;
+        device_err_ = type == IBV_EVENT_DEVICE_FATAL ? ENODEV : EIO;
         device_why_ = "async event " + name + " on " + device_;
         changed = true;
       }

@@ -8,8 +8,9 @@ task's traffic class; netem is not needed).
                dropped). Passes when both jobs' results are exact, the report attributes a non-zero
                number of retransmissions to LOSSY's path sockets, each such row names LOSSY, the peer
                and the path that the path_up event of that very socket named (match "path"), none names
-               CLEAN or one of its sockets, and the count equals the kernel's TcpRetransSegs delta in
-               the namespace (every socket there is the jobs'; on lo a segment is one skb).
+               CLEAN or one of its sockets, and the count matches the kernel's TcpRetransSegs delta in
+               the namespace (every socket there is the jobs'): never above it, and below it by at most
+               max(2, 5%), since an skb of 65484-65536 bytes on lo is two segments but one tracepoint.
   failback     one 2-rank job (same loss rule, its watchdog off so only our cut fails a path); once it
                runs, one of its connecting path sockets is destroyed (`ss -K`). Passes when the results
                are exact, the timeline has the failback of that path followed by a path_up from the same
@@ -216,9 +217,11 @@ with tempfile.TemporaryDirectory() as tmp:
         if attributed == 0:
             print("FAIL: no retransmission attributed to the lossy task's paths")
             ok = False
-        # Every TCP socket of the namespace is one of the two jobs', and on lo (MTU 64 KiB) a segment is
-        # one skb, so the tracepoint's count (one per retransmitted skb) is the kernel's exactly.
-        if attributed != segs:
+        # Every TCP socket of the namespace is one of the two jobs'. The tracepoint fires once per
+        # retransmitted skb, TcpRetransSegs counts segments: on lo (MTU 64 KiB, MSS 65483) an skb is one
+        # segment, except one of 65484-65536 bytes, which is two (seen once under ASan: 86 vs 87). So the
+        # report may count a few less than the kernel, never more.
+        if attributed > segs or segs - attributed > max(2, segs // 20):
             print(f"FAIL: the report counts {attributed} retransmissions, the kernel {segs} retransmitted segments")
             ok = False
     else:
