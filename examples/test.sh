@@ -2,9 +2,18 @@
 # Set up, build, and run every test; then build again with AddressSanitizer + UndefinedBehaviorSanitizer
 # and run the suite once more; then a ThreadSanitizer build runs the unit, conformance and loopback
 # collective tests. Tests that need root skip (with a message) when not root.
+# FF_BUILD_ONLY=1 installs and builds every lane's build (plain, ASan+UBSan, TSan) and runs nothing
+# (tests/stress_suite.sh builds first, so its rounds time the tests, not the compiler).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash examples/setup.sh
+if [ "${FF_BUILD_ONLY:-0}" = 1 ]; then
+  [ "${FF_SKIP_SANITIZERS:-0}" != 1 ] &&
+    FF_BUILD_DIR=build-asan FF_CMAKE_ARGS="-DFF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" bash examples/setup.sh
+  [ "${FF_SKIP_TSAN:-0}" != 1 ] &&
+    FF_BUILD_DIR=build-tsan FF_CMAKE_ARGS="-DFF_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" bash examples/setup.sh
+  exit 0
+fi
 ctest --test-dir "${FF_BUILD_DIR:-build}" -j2 --output-on-failure --timeout 600
 
 if [ "${FF_SKIP_SANITIZERS:-0}" != 1 ]; then

@@ -3,8 +3,10 @@
 // was destroyed). The plugin must free what such a connect holds: after FLEXIFORCE_CONNECT_TIMEOUT_MS
 // without a call, or at once when its context is finalized.
 #include <dirent.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "plugin/listen_handle.h"
 #include "tests/plugin/two_process.h"
 
 namespace ff::testing {
@@ -60,13 +63,43 @@ void WarmUp(NetPeer& peer) {
 }
 
 // A listen handle whose listener is gone: every connect to it is refused, and the plugin keeps
-// retrying (the listener may not be up yet), returning a NULL comm each time.
-std::vector<char> DeadListenerHandle(NetPeer& peer) {
-  std::vector<char> handle(128);
-  void* lc = peer.Listen(handle.data());
-  EXPECT_EQ(peer.net()->closeListen(lc), ncclSuccess);
-  return handle;
-}
+// retrying (the listener may not be up yet), returning a NULL comm each time. Its ports stay bound
+// by plain sockets that never listen, so a listener the test (or the plugin) opens later cannot be
+// handed one of them: with the port free again, a later ephemeral listener could take it and the
+// "dead" connect would reach a live listener (seen once under TSan: the connect ended in 23 ms).
+class DeadListener {
+ public:
+  explicit DeadListener(NetPeer& peer) : handle_(128) {
+    void* lc = peer.Listen(handle_.data());
+    ListenHandle h;
+    EXPECT_TRUE(DecodeHandle(handle_.data(), &h).ok());
+    // Each port is held by its own socket from the moment the listener closes; closeListen frees
+    // the port, and nothing in this process opens a listener in between.
+    std::vector<sockaddr_storage> addrs = h.addrs;
+    EXPECT_EQ(peer.net()->closeListen(lc), ncclSuccess);
+    for (const sockaddr_storage& a : addrs) {
+      int fd = socket(a.ss_family, SOCK_STREAM, 0);
+      const socklen_t len = a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+      if (fd < 0 || bind(fd, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+        ADD_FAILURE() << "cannot hold the dead listener's port: " << std::strerror(errno);
+        if (fd >= 0) close(fd);
+        continue;
+      }
+      fds_.push_back(fd);
+    }
+  }
+  ~DeadListener() {
+    for (int fd : fds_) close(fd);
+  }
+  DeadListener(const DeadListener&) = delete;
+  DeadListener& operator=(const DeadListener&) = delete;
+  const std::vector<char>& handle() const { return handle_; }
+  int held_fds() const { return static_cast<int>(fds_.size()); }
+
+ private:
+  std::vector<char> handle_;
+  std::vector<int> fds_;
+};
 
 // Starts `n` connects with `ctx`, each called once and left in progress, on copies of `handle`.
 std::vector<std::vector<char>> Abandon(NetPeer& peer, void* ctx, const std::vector<char>& handle, int n) {
@@ -84,7 +117,8 @@ TEST(PendingConnect, AbandonedConnectIsFreedAfterTheConnectTimeout) {
   NetPeer peer;
   WarmUp(peer);
   if (HasFatalFailure()) return;
-  const std::vector<char> dead = DeadListenerHandle(peer);
+  DeadListener dead_listener(peer);
+  const std::vector<char>& dead = dead_listener.handle();
   const int before = OpenFds();
   constexpr int kAbandoned = 16;
   auto handles = Abandon(peer, peer.ctx(), dead, kAbandoned);
@@ -111,7 +145,8 @@ TEST(PendingConnect, ConnectStillCalledIsNotExpiredAndTimesOutWithAClearError) {
   if (HasFatalFailure()) return;
   // A listener that never comes up: NCCL calls connect all along, other calls sweep meanwhile, and
   // the connect must stay until its own deadline, then fail with the timeout (not "abandoned").
-  const std::vector<char> dead = DeadListenerHandle(peer);
+  DeadListener dead_listener(peer);
+  const std::vector<char>& dead = dead_listener.handle();
   auto handles = Abandon(peer, peer.ctx(), dead, 1);
   const auto start = std::chrono::steady_clock::now();
   void* sc = nullptr;
@@ -136,7 +171,8 @@ TEST(PendingConnect, FinalizeFreesItsContextsConnectsAtOnce) {
   NetPeer peer;
   WarmUp(peer);
   if (HasFatalFailure()) return;
-  const std::vector<char> dead = DeadListenerHandle(peer);
+  DeadListener dead_listener(peer);
+  const std::vector<char>& dead = dead_listener.handle();
   const int before = OpenFds();
   void* ctx = nullptr;
   ncclNetCommConfig_t cfg{-1};
@@ -162,7 +198,8 @@ TEST(PendingConnect, ThreadsConnectAbandonAndSweepAtOnce) {
   NetPeer peer;
   WarmUp(peer);
   if (HasFatalFailure()) return;
-  const std::vector<char> dead = DeadListenerHandle(peer);
+  DeadListener dead_listener(peer);
+  const std::vector<char>& dead = dead_listener.handle();
   const int before = OpenFds();
   constexpr int kThreads = 3;
   constexpr int kCycles = 40;
