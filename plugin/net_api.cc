@@ -14,6 +14,7 @@
 #include "core/recv_comm.h"
 #include "core/send_comm.h"
 #if FF_WITH_VERBS
+#include "verbs/gpu_memory.h"
 #include "verbs/rdma_path.h"
 #endif
 
@@ -23,12 +24,25 @@ namespace {
 #if FF_WITH_VERBS
 using verbs::MrCache;
 using verbs::MrRef;
+using verbs::FlushQp;
+using verbs::RdmaDevice;
 #else
 struct MrCache;
 struct MrRef {
   uint64_t id = 0;
 };
+struct FlushQp {
+  static constexpr int kSlots = 1;
+};
+struct RdmaDevice;
 #endif
+
+// An iflush in progress: a 1-byte RDMA READ on the receive comm's flush queue pair (verbs/gpu_memory.h).
+// qp == nullptr: nothing to flush, complete at once (one shared object, never freed).
+struct FlushRequest : Request {
+  FlushQp* qp = nullptr;
+  int slot = -1;
+};
 
 // Wrapper objects NCCL holds; the magic catches a comm of the wrong kind or a stale pointer.
 // Verbs: the registration caches of the ports a connection's QPs use, by key slot (null over TCP).
@@ -54,12 +68,20 @@ struct RecvHandle {
     std::array<std::array<MrRef, 4>, kMaxRecvs> refs{};
   };
   std::array<Held, kMaxRequests> held{};
+  // Verbs: the device of the connection's first port, where GPU-buffer flushes run; the flush QP
+  // is made at the first iflush that needs one.
+  RdmaDevice* flush_dev = nullptr;
+#if FF_WITH_VERBS
+  std::unique_ptr<FlushQp> flush;
+#endif
+  std::array<FlushRequest, FlushQp::kSlots> flushes{};
 };
 struct MemoryRegion {
   void* data;
   size_t size;
   Caches mrs{};  // verbs: the registrations below belong to these caches, by slot
   std::array<MrRef, 4> refs{};
+  bool gpu = false;  // NCCL_PTR_CUDA (by address or DMA-BUF): receives into it need iflush's read
 };
 
 bool Any(const Caches& c) { return c[0] != nullptr; }
@@ -77,6 +99,20 @@ Caches CachesFor(int dev, int npaths) {
   (void)npaths;
 #endif
   return out;
+}
+
+RdmaDevice* FirstDevice(int dev, int npaths) {
+#if FF_WITH_VERBS
+  PluginState& st = PluginState::Get();
+  if (st.verbs() && dev >= 0 && dev < st.device_count()) {
+    const std::vector<int> slots = st.VerbsSlots(dev, npaths);
+    if (!slots.empty()) return st.verbs_devices()[static_cast<size_t>(slots[0])].rdma;
+  }
+#else
+  (void)dev;
+  (void)npaths;
+#endif
+  return nullptr;
 }
 
 void ReleaseRefs(const Caches& mrs, std::array<MrRef, 4>& refs) {
@@ -106,9 +142,27 @@ Status AcquireRefs(const Caches& mrs, void* data, size_t size, std::array<MrRef,
   }
   return Status::Ok();
 }
+
+// GPU memory: one exact registration per slot's cache (by address through nvidia-peermem when fd <
+// 0, else the DMA-BUF); on failure none is kept.
+Status AcquireDeviceRefs(const Caches& mrs, void* data, size_t size, int fd, uint64_t offset,
+                         std::array<MrRef, 4>* refs) {
+  for (size_t k = 0; k < 4 && mrs[k] != nullptr; ++k) {
+    Status s = mrs[k]->AcquireDevice(data, size, fd, offset, &(*refs)[k]);
+    if (!s.ok()) {
+      ReleaseRefs(mrs, *refs);
+      return s;
+    }
+  }
+  return Status::Ok();
+}
 #endif
 
-Request g_flush_done{RequestKind::kFlush, nullptr};
+FlushRequest g_flush_done = [] {
+  FlushRequest r;
+  r.kind = RequestKind::kFlush;
+  return r;
+}();
 
 NetContext* ContextOf(void* ctx) {
   if (ctx == nullptr) return &PluginState::Get().default_context();
@@ -187,6 +241,7 @@ Status GetProperties(int dev, Properties* props) {
   props->ptr_support = NCCL_PTR_HOST;
   if (st.verbs()) {
     const VerbsDevice& v = st.verbs_devices()[static_cast<size_t>(dev)];
+    props->ptr_support = v.ptr_support;
     props->name = const_cast<char*>(v.name.c_str());
     props->pci_path = v.pci_path.empty() ? nullptr : const_cast<char*>(v.pci_path.c_str());
     props->guid = v.guid;
@@ -243,34 +298,67 @@ Status Accept(void* listen_comm, void** recv_comm) {
   auto* h = new RecvHandle;
   h->comm = std::move(comm);
   h->mrs = CachesFor(lc->dev(), h->comm->path_count());
+  h->flush_dev = FirstDevice(lc->dev(), h->comm->path_count());
   h->comm->owner = h;
   *recv_comm = h;
   return Status::Ok();
 }
 
-Status RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  if (comm == nullptr) return InvalidArgument("regMr: comm is NULL");
-  if (mhandle == nullptr) return InvalidArgument("regMr: mhandle is NULL");
-  if (type != NCCL_PTR_HOST)
-    return InvalidArgument("regMr: memory type " + std::to_string(type) + " unsupported; accepted NCCL_PTR_HOST");
+namespace {
+
+const char* PtrTypeName(int type) {
+  return type == NCCL_PTR_HOST ? "NCCL_PTR_HOST" : type == NCCL_PTR_CUDA ? "NCCL_PTR_CUDA" : "NCCL_PTR_DMABUF";
+}
+
+// regMr and regMrDmaBuf: `fd` < 0 registers by address.
+Status Register(const char* call, void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                void** mhandle) {
+  const std::string c = call;
+  if (comm == nullptr) return InvalidArgument(c + ": comm is NULL");
+  if (mhandle == nullptr) return InvalidArgument(c + ": mhandle is NULL");
+  if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA)
+    return InvalidArgument(c + ": memory type " + std::to_string(type) +
+                           " unsupported; accepted NCCL_PTR_HOST (1) or NCCL_PTR_CUDA (2)");
   // A send or a receive comm (NCCL registers on both); the magic says which.
   Caches mrs{};
   const uint32_t magic = *static_cast<const uint32_t*>(comm);
   if (magic == SendHandle::kMagic) mrs = static_cast<SendHandle*>(comm)->mrs;
   else if (magic == RecvHandle::kMagic) mrs = static_cast<RecvHandle*>(comm)->mrs;
-  else return InvalidArgument("regMr: not a send or receive comm");
+  else return InvalidArgument(c + ": not a send or receive comm");
+  // GPU memory and DMA-BUFs only over verbs: the NIC reads and writes them itself, where TCP would
+  // need the CPU to touch them (its devices report ptrSupport NCCL_PTR_HOST, so NCCL never asks).
+  if ((type == NCCL_PTR_CUDA || fd >= 0) && !Any(mrs))
+    return InvalidArgument(c + ": " + PtrTypeName(type) + (fd >= 0 ? " DMA-BUF" : "") +
+                           " memory needs the RDMA verbs transport (GPUDirect RDMA); this connection is TCP, "
+                           "which carries host memory only (ptrSupport NCCL_PTR_HOST)");
   auto region = std::make_unique<MemoryRegion>(MemoryRegion{data, size, mrs, {}});
+  region->gpu = type == NCCL_PTR_CUDA;
 #if FF_WITH_VERBS
   // Verbs: pin and register now, on every port the connection uses (NCCL calls this outside the data
   // path); every later send of, or receive into, this buffer finds the registration in the cache.
   if (Any(mrs) && size > 0) {
-    if (data == nullptr) return InvalidArgument("regMr: data is NULL with size " + std::to_string(size));
-    Status s = AcquireRefs(mrs, data, size, &region->refs);
-    if (!s.ok()) return s;
+    if (data == nullptr) return InvalidArgument(c + ": data is NULL with size " + std::to_string(size));
+    Status s = type == NCCL_PTR_CUDA || fd >= 0 ? AcquireDeviceRefs(mrs, data, size, fd, offset, &region->refs)
+                                                : AcquireRefs(mrs, data, size, &region->refs);
+    if (!s.ok()) return Status(s.code(), c + ": " + s.message());
   }
+#else
+  (void)offset;
 #endif
   *mhandle = region.release();
   return Status::Ok();
+}
+
+}  // namespace
+
+Status RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  return Register("regMr", comm, data, size, type, 0, -1, mhandle);
+}
+
+Status RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
+  // fd -1 is a plain registration (NCCL's own transports treat it so).
+  if (fd < -1) return InvalidArgument("regMrDmaBuf: fd " + std::to_string(fd) + " is not a file descriptor (or -1)");
+  return Register("regMrDmaBuf", comm, data, size, type, offset, fd, mhandle);
 }
 
 Status DeregMr(void*, void* mhandle) {
@@ -349,21 +437,75 @@ Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
 #endif
 }
 
-Status Iflush(void* recv_comm, int, void**, void** request) {
+Status Iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles, void** request) {
   auto* h = static_cast<RecvHandle*>(recv_comm);
   if (h == nullptr || h->magic != RecvHandle::kMagic) return InvalidArgument("iflush: not a receive comm");
-  // Host memory needs no flush: hand back a request that is already complete.
+  if (request == nullptr) return InvalidArgument("iflush: request is NULL");
+  // Only a receive into GPU memory needs a flush: the NIC's writes must be visible to the GPU before
+  // its kernel reads them. Host memory is coherent: a request that is already complete.
+  int last = -1;
+  const MemoryRegion* region = nullptr;
+  if (data != nullptr && mhandles != nullptr)
+    for (int i = 0; i < n && i < kMaxRecvs; ++i) {
+      const auto* m = static_cast<const MemoryRegion*>(mhandles[i]);
+      if (m == nullptr || !m->gpu || data[i] == nullptr || (sizes != nullptr && sizes[i] <= 0)) continue;
+      last = i;
+      region = m;
+    }
+  if (last < 0 || h->flush_dev == nullptr) {
+    *request = &g_flush_done;
+    return Status::Ok();
+  }
+#if FF_WITH_VERBS
+  if (!h->flush) {
+    Status s = FlushQp::Create(*h->flush_dev, &h->flush);
+    if (!s.ok()) return s;
+  }
+  // One read of one byte of the last buffer: it completes only after every earlier write of this
+  // NIC to the GPU is visible (PCIe ordering), which covers the group's other buffers too.
+  int slot = -1;
+  Status error;
+  if (!h->flush->Post(reinterpret_cast<uintptr_t>(data[last]), region->refs[0].handle.rkey, &slot, &error)) {
+    *request = nullptr;  // every flush slot busy: retry later, as NCCL does for a NULL request
+    return error;
+  }
+  FlushRequest& r = h->flushes[static_cast<size_t>(slot)];
+  r.kind = RequestKind::kFlush;
+  r.comm = nullptr;
+  r.qp = h->flush.get();
+  r.slot = slot;
+  *request = &r;
+  return Status::Ok();
+#else
   *request = &g_flush_done;
   return Status::Ok();
+#endif
 }
 
 Status Test(void* request, int* done, int* sizes) {
   if (request == nullptr) return InvalidArgument("test: request is NULL");
   auto* base = static_cast<Request*>(request);
   switch (base->kind) {
-    case RequestKind::kFlush:
-      *done = 1;
-      return Status::Ok();
+    case RequestKind::kFlush: {
+      auto* f = static_cast<FlushRequest*>(base);
+      if (f->qp == nullptr) {
+        *done = 1;
+        return Status::Ok();
+      }
+#if FF_WITH_VERBS
+      bool finished = false;
+      Status s = f->qp->Test(f->slot, &finished);
+      if (finished) {
+        f->kind = RequestKind::kFree;
+        f->qp = nullptr;
+        *done = 1;
+        if (sizes) *sizes = 0;
+      }
+      return s;
+#else
+      return InternalError("test: a flush request without the verbs backend");
+#endif
+    }
     case RequestKind::kSend: {
       auto* comm = static_cast<SendComm*>(base->comm);
       uint64_t size = 0;

@@ -36,11 +36,12 @@ Status Listen(void* ctx, int dev, void* handle, void** listen_comm);
 Status Connect(void* ctx, int dev, const ncclNetCommConfig_t* config, void* handle, void** send_comm);
 Status Accept(void* listen_comm, void** recv_comm);
 Status RegMr(void* comm, void* data, size_t size, int type, void** mhandle);
+Status RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
 Status DeregMr(void* comm, void* mhandle);
 Status Isend(void* send_comm, void* data, size_t size, int tag, void* phandle, void** request);
 Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void** phandles,
              void** request);
-Status Iflush(void* recv_comm, int n, void** data, void** request);
+Status Iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles, void** request);
 Status Test(void* request, int* done, int* sizes);
 Status CloseSend(void* send_comm);
 Status CloseRecv(void* recv_comm);

@@ -116,8 +116,8 @@ ncclResult_t AcceptAny(void* lc, void** rc, ncclNetDeviceHandle_t** dc) {
 ncclResult_t RegMrAny(void* comm, void* data, size_t size, int type, void** mh) {
   return Guard([&] { return RegMr(comm, data, size, type, mh); });
 }
-ncclResult_t RegMrDmaBufAny(void*, void*, size_t, int, uint64_t, int, void**) {
-  return Guard([&] { return InvalidUsage("regMrDmaBuf: DMA-BUF is not supported (ptrSupport is HOST only)"); });
+ncclResult_t RegMrDmaBufAny(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mh) {
+  return Guard([&] { return RegMrDmaBuf(comm, data, size, type, offset, fd, mh); });
 }
 ncclResult_t DeregMrAny(void* comm, void* mh) { return Guard([&] { return DeregMr(comm, mh); }); }
 
@@ -152,8 +152,8 @@ ncclResult_t IrecvV9(void* rc, int n, void** data, size_t* sizes, int* tags, voi
 ncclResult_t IrecvV10(void* rc, int n, void** data, size_t* sizes, int* tags, void**, void** ph, void** req) {
   return Guard([&] { return Irecv(rc, n, data, sizes, tags, ph, req); });
 }
-ncclResult_t IflushAny(void* rc, int n, void** data, int*, void**, void** req) {
-  return Guard([&] { return Iflush(rc, n, data, req); });
+ncclResult_t IflushAny(void* rc, int n, void** data, int* sizes, void** mhandles, void** req) {
+  return Guard([&] { return Iflush(rc, n, data, sizes, mhandles, req); });
 }
 ncclResult_t TestAny(void* req, int* done, int* sizes) { return Guard([&] { return Test(req, done, sizes); }); }
 ncclResult_t CloseSendAny(void* c) { return Guard([&] { return CloseSend(c); }); }

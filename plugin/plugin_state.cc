@@ -12,6 +12,7 @@
 #include "pcie/device_inventory.h"
 #if FF_WITH_VERBS
 #include "verbs/rdma_path.h"
+#include "verbs/gpu_memory.h"
 #include "verbs/transport_choice.h"
 #endif
 
@@ -87,6 +88,12 @@ Status PluginState::ChooseTransport() {
     v.gid_index = p.gid.index;
     for (size_t i = 0; i < devices_.size(); ++i)
       if (!p.netdev.empty() && devices_[i].name == p.netdev) v.bootstrap = static_cast<int>(i);
+    v.ptr_support = NCCL_PTR_HOST;
+    if (verbs::PeerMemLoaded(config_->sysfs_root.empty() ? "/" : config_->sysfs_root)) v.ptr_support |= NCCL_PTR_CUDA;
+    if (verbs::DmabufSupported(ib, dev->pd.get())) v.ptr_support |= NCCL_PTR_DMABUF;
+    FF_INFO(NCCL_INIT | NCCL_NET, "verbs: %s:%d memory: host%s%s", p.device.c_str(), p.port,
+            (v.ptr_support & NCCL_PTR_CUDA) ? ", CUDA (nvidia-peermem)" : "",
+            (v.ptr_support & NCCL_PTR_DMABUF) ? ", DMA-BUF" : "");
     v.rdma = dev.release();  // never closed: see VerbsDevice
     out.push_back(std::move(v));
   }

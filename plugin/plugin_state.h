@@ -32,6 +32,9 @@ struct VerbsDevice {
   std::string netdev;    // RoCE: the interface behind the port
   int bootstrap = 0;     // index into devices(): the TCP interface that carries this port's handshakes
   int gid_index = 0;
+  // NCCL_PTR_HOST, plus NCCL_PTR_CUDA where nvidia-peermem is loaded and NCCL_PTR_DMABUF where the
+  // device registers DMA-BUFs (verbs/gpu_memory.h); decided at init.
+  int ptr_support = 1;
   verbs::RdmaDevice* rdma = nullptr;  // opened at init, never closed (NCCL's threads may still poll)
 };
 

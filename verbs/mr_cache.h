@@ -26,10 +26,15 @@ struct MrHandle {
 struct MrRegistrar {
   std::function<Status(uintptr_t start, size_t length, MrHandle* out)> reg;
   std::function<void(const MrHandle& handle)> dereg;
+  // GPU memory (optional; an empty function refuses it). `fd` < 0: a CUDA buffer registered by its
+  // address (ibv_reg_mr through nvidia-peermem); else a DMA-BUF file descriptor and the buffer's
+  // offset in it (ibv_reg_dmabuf_mr), mapped at iova `start`. Both also allow remote READ: the
+  // receiver's flush (iflush) reads its own GPU buffer over a loopback queue pair.
+  std::function<Status(uintptr_t start, size_t length, int fd, uint64_t offset, MrHandle* out)> reg_device;
 };
 
-// The device registrar: ibv_reg_mr on `pd` with `access`, ibv_dereg_mr on release. `ib` and `pd`
-// must outlive the cache.
+// The device registrar: ibv_reg_mr on `pd` with `access`, ibv_dereg_mr on release; GPU memory with
+// ibv_reg_mr / ibv_reg_dmabuf_mr and `access` | remote read. `ib` and `pd` must outlive the cache.
 MrRegistrar VerbsRegistrar(const IbverbsLoader& ib, ibv_pd* pd, int access);
 
 // One acquired registration: pass it back to Release exactly once.
@@ -52,7 +57,13 @@ class MrCache {
   // A registration covering [addr, addr + length): an existing one when some entry covers the
   // page-rounded range, else a new one of exactly that range. A range that only partly overlaps
   // cached ones gets its own entry: entries in use cannot be grown or merged.
+  // The covering test uses the exact bytes asked for, so a GPU entry (registered exactly, see
+  // AcquireDevice) serves the host-style lookups the data path makes by address.
   Status Acquire(const void* addr, size_t length, MrRef* out);
+  // GPU memory (regMr with NCCL_PTR_CUDA, regMrDmaBuf): a registration of exactly [addr, addr +
+  // length) through the registrar's reg_device (never page-rounded: the bytes around a DMA-BUF range
+  // are not ours to map), shared with any entry that already covers the range.
+  Status AcquireDevice(const void* addr, size_t length, int fd, uint64_t offset, MrRef* out);
   // Drops one reference; the last one deregisters. Unknown or already released refs are an error.
   Status Release(const MrRef& ref);
 
@@ -66,7 +77,10 @@ class MrCache {
     uintptr_t end;  // exclusive
     MrHandle handle;
     int refs;
+    bool device;  // GPU memory (AcquireDevice)
   };
+  // A covering entry gets one more reference; under mu_.
+  bool Share(uintptr_t start, uintptr_t end, MrRef* out);
 
   MrRegistrar registrar_;
   size_t page_size_;

@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -481,6 +483,75 @@ TEST(Conformance, MessageLargerThanThePostedBufferIsAnErrorOnBothSides) {
   }
   EXPECT_NE(later, ncclSuccess) << "the sender never learned that its message did not fit";
   EXPECT_EQ(child.Wait(), 0);
+  peer.net()->closeSend(sc);
+}
+
+// GPU memory registrations (regMr with NCCL_PTR_CUDA, regMrDmaBuf) and iflush. Over TCP, CUDA memory
+// and DMA-BUFs are refused with an error naming the transport (its devices report host memory only),
+// regMrDmaBuf with fd -1 is a plain registration, and iflush of a host buffer completes at once.
+// Over verbs (the VM lane sets FLEXIFORCE_TRANSPORT=verbs) a buffer registered as CUDA memory - host
+// memory here: Soft-RoCE registers any address - carries the message both ways, and iflush of a
+// receive into it is a real RDMA READ on a loopback queue pair that completes through test().
+TEST(Conformance, GpuRegistrationsAreRefusedOverTcpAndFlushedWithAnRdmaReadOverVerbs) {
+  const char* transport = std::getenv("FLEXIFORCE_TRANSPORT");
+  const bool verbs = transport != nullptr && std::string(transport) == "verbs";
+  constexpr size_t kBytes = 256 * 1024;
+  ChildProcess child([&](int, int w) {
+    NetPeer peer;
+    char handle[128];
+    void* lc = peer.Listen(handle);
+    WriteAll(w, handle, sizeof(handle));
+    void* rc = peer.Accept(lc);
+    std::vector<char> buf(kBytes + 4096, 0);
+    void* mh = nullptr;
+    if (verbs) {
+      if (peer.net()->regMr(rc, buf.data(), buf.size(), NCCL_PTR_CUDA, &mh) != ncclSuccess) return 60;
+    } else {
+      if (peer.net()->regMr(rc, buf.data(), buf.size(), NCCL_PTR_CUDA, &mh) != ncclInvalidArgument) return 61;
+      if (peer.net()->regMrDmaBuf(rc, buf.data(), buf.size(), NCCL_PTR_CUDA, 0, 0, &mh) != ncclInvalidArgument)
+        return 62;
+      if (peer.net()->regMrDmaBuf(rc, buf.data(), buf.size(), NCCL_PTR_HOST, 0, -7, &mh) != ncclInvalidArgument)
+        return 63;
+      if (peer.net()->regMrDmaBuf(rc, buf.data(), buf.size(), NCCL_PTR_HOST, 0, -1, &mh) != ncclSuccess) return 64;
+    }
+    if (peer.net()->regMr(rc, buf.data(), buf.size(), 9, &mh) != ncclInvalidArgument) return 65;
+    for (int round = 0; round < 3; ++round) {
+      void* data = buf.data();
+      size_t cap = buf.size();
+      int tag = 3;
+      void* req = nullptr;
+      while (req == nullptr)
+        if (peer.net()->irecv(rc, 1, &data, &cap, &tag, &mh, nullptr, &req) != ncclSuccess) return 66;
+      int got = 0;
+      if (peer.Wait(req, &got) != ncclSuccess || got != static_cast<int>(kBytes)) return 67;
+      int flush_size = got;
+      void* freq = nullptr;
+      while (freq == nullptr)
+        if (peer.net()->iflush(rc, 1, &data, &flush_size, &mh, &freq) != ncclSuccess) return 68;
+      if (peer.Wait(freq) != ncclSuccess) return 69;
+      for (size_t i = 0; i < kBytes; ++i)
+        if (buf[i] != static_cast<char>('a' + (i * 7 + static_cast<size_t>(round)) % 26)) return 70;
+    }
+    if (peer.net()->deregMr(rc, mh) != ncclSuccess) return 71;
+    peer.net()->closeRecv(rc);
+    peer.net()->closeListen(lc);
+    return 0;
+  });
+  NetPeer peer;
+  char handle[128];
+  ReadAll(child.from_child(), handle, sizeof(handle));
+  void* sc = peer.Connect(handle);
+  std::vector<char> src(kBytes);
+  void* mh = nullptr;
+  ASSERT_EQ(peer.net()->regMr(sc, src.data(), src.size(), verbs ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &mh), ncclSuccess);
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<char>('a' + (i * 7 + static_cast<size_t>(round)) % 26);
+    void* req = nullptr;
+    while (req == nullptr) ASSERT_EQ(peer.net()->isend(sc, src.data(), kBytes, 3, mh, nullptr, &req), ncclSuccess);
+    ASSERT_EQ(peer.Wait(req), ncclSuccess);
+  }
+  EXPECT_EQ(child.Wait(), 0);
+  EXPECT_EQ(peer.net()->deregMr(sc, mh), ncclSuccess);
   peer.net()->closeSend(sc);
 }
 

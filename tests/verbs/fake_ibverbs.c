@@ -50,6 +50,27 @@ static struct {
   struct ibv_qp_attr attr;
 } g_last_modify[IBV_QPS_ERR + 1];
 static int g_posted_send_wrs;
+static struct ibv_send_wr g_last_send_wr;
+static struct ibv_sge g_last_send_sge;
+static int g_last_reg_access = -1;
+/* Completions for signaled send work requests, when a test turned them on (g_complete_status >= 0). */
+#define FAKE_MAX_WCS 64
+static int g_complete_status = -1;
+static struct {
+  struct ibv_cq* cq;
+  struct ibv_wc wc;
+} g_wcs[FAKE_MAX_WCS];
+static int g_num_wcs;
+/* ibv_reg_dmabuf_mr (FAKE_IBV_WITH_DMABUF): the errno of the fd -1 probe, and the last registration. */
+static int g_dmabuf_probe_errno = EBADF;
+static struct {
+  int seen;
+  uint64_t offset;
+  size_t length;
+  uint64_t iova;
+  int fd;
+  int access;
+} g_last_dmabuf;
 
 static void log_call(const char* call, const char* object) {
   size_t used = strlen(g_log);
@@ -108,6 +129,21 @@ int fake_ibv_pending_async_events(void) { return g_num_events; }
 int fake_ibv_async_acks(void) { return g_event_acks; }
 int fake_ibv_async_would_block(void) { return g_event_would_block; }
 int fake_ibv_posted_send_wrs(void) { return g_posted_send_wrs; }
+void fake_ibv_last_send_wr(struct ibv_send_wr* wr, struct ibv_sge* sge) {
+  *wr = g_last_send_wr;
+  *sge = g_last_send_sge;
+}
+int fake_ibv_last_reg_access(void) { return g_last_reg_access; }
+void fake_ibv_complete_sends(int status) { g_complete_status = status; }
+void fake_ibv_set_dmabuf_probe_errno(int err) { g_dmabuf_probe_errno = err; }
+int fake_ibv_last_dmabuf(uint64_t* offset, size_t* length, uint64_t* iova, int* fd, int* access) {
+  *offset = g_last_dmabuf.offset;
+  *length = g_last_dmabuf.length;
+  *iova = g_last_dmabuf.iova;
+  *fd = g_last_dmabuf.fd;
+  *access = g_last_dmabuf.access;
+  return g_last_dmabuf.seen;
+}
 /* The attributes and mask of the last ibv_modify_qp to `state`; 0 when there was none. */
 int fake_ibv_last_modify(int state, struct ibv_qp_attr* attr, int* mask) {
   if (state < 0 || state > IBV_QPS_ERR || !g_last_modify[state].seen) return 0;
@@ -121,20 +157,49 @@ void fake_ibv_reset_events(void) {
   g_event_would_block = 0;
   g_posted_send_wrs = 0;
   memset(g_last_modify, 0, sizeof(g_last_modify));
+  memset(&g_last_send_wr, 0, sizeof(g_last_send_wr));
+  memset(&g_last_send_sge, 0, sizeof(g_last_send_sge));
+  g_last_reg_access = -1;
+  g_complete_status = -1;
+  g_num_wcs = 0;
+  g_dmabuf_probe_errno = EBADF;
+  memset(&g_last_dmabuf, 0, sizeof(g_last_dmabuf));
 }
 
 /* --- the context's data-path ops (verbs.h calls them inline) ------------------------------------- */
 
 static int fake_poll_cq(struct ibv_cq* cq, int n, struct ibv_wc* wc) {
-  (void)cq;
-  (void)n;
-  (void)wc;
-  return 0;
+  int got = 0;
+  for (int i = 0; i < g_num_wcs && got < n;) {
+    if (g_wcs[i].cq != cq) {
+      i++;
+      continue;
+    }
+    wc[got++] = g_wcs[i].wc;
+    memmove(&g_wcs[i], &g_wcs[i + 1], sizeof(g_wcs[0]) * (size_t)(g_num_wcs - i - 1));
+    g_num_wcs--;
+  }
+  return got;
 }
 static int fake_post_send(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr** bad) {
   (void)bad;
   if (qp->state != IBV_QPS_RTS) return EINVAL;
-  for (; wr; wr = wr->next) g_posted_send_wrs++;
+  for (; wr; wr = wr->next) {
+    g_posted_send_wrs++;
+    g_last_send_wr = *wr;
+    g_last_send_wr.next = NULL;
+    g_last_send_wr.sg_list = NULL;
+    if (wr->num_sge > 0) g_last_send_sge = wr->sg_list[0];
+    if (g_complete_status >= 0 && (wr->send_flags & IBV_SEND_SIGNALED) && g_num_wcs < FAKE_MAX_WCS) {
+      memset(&g_wcs[g_num_wcs], 0, sizeof(g_wcs[0]));
+      g_wcs[g_num_wcs].cq = qp->send_cq;
+      g_wcs[g_num_wcs].wc.wr_id = wr->wr_id;
+      g_wcs[g_num_wcs].wc.status = (enum ibv_wc_status)g_complete_status;
+      g_wcs[g_num_wcs].wc.opcode = wr->opcode == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ : IBV_WC_SEND;
+      g_wcs[g_num_wcs].wc.qp_num = qp->qp_num;
+      g_num_wcs++;
+    }
+  }
   return 0;
 }
 static int fake_post_recv(struct ibv_qp* qp, struct ibv_recv_wr* wr, struct ibv_recv_wr** bad) {
@@ -233,10 +298,35 @@ struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int acce
   mr->addr = addr;
   mr->length = length;
   mr->lkey = mr->rkey = next_key++;
-  (void)access;
+  g_last_reg_access = access;
   log_call("reg_mr", ctx_name(pd->context));
   return mr;
 }
+#ifdef FAKE_IBV_WITH_DMABUF /* rdma-core >= 34; the default fake predates it */
+struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                                 int access) {
+  if (fd == -1) { /* the capability probe */
+    errno = g_dmabuf_probe_errno;
+    return NULL;
+  }
+  if (should_fail("ibv_reg_dmabuf_mr")) return NULL;
+  static uint32_t next_key = 0x8000;
+  struct ibv_mr* mr = calloc(1, sizeof(*mr));
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->addr = (void*)(uintptr_t)iova;
+  mr->length = length;
+  mr->lkey = mr->rkey = next_key++;
+  g_last_dmabuf.seen = 1;
+  g_last_dmabuf.offset = offset;
+  g_last_dmabuf.length = length;
+  g_last_dmabuf.iova = iova;
+  g_last_dmabuf.fd = fd;
+  g_last_dmabuf.access = access;
+  log_call("reg_dmabuf_mr", ctx_name(pd->context));
+  return mr;
+}
+#endif
 int ibv_dereg_mr(struct ibv_mr* mr) {
   log_call("dereg_mr", ctx_name(mr->context));
   free(mr);

@@ -11,9 +11,10 @@ namespace ff::testing {
 
 class FakeVerbs {
  public:
-  explicit FakeVerbs(const char* devices = "") : loader_(FF_FAKE_IBVERBS_PATH) {
+  // `library`: the fake's build (FF_FAKE_IBVERBS_DMABUF_PATH has ibv_reg_dmabuf_mr).
+  explicit FakeVerbs(const char* devices = "", const char* library = FF_FAKE_IBVERBS_PATH) : loader_(library) {
     // Same path, same handle: the controls act on the library the loader resolved from.
-    handle_ = dlopen(FF_FAKE_IBVERBS_PATH, RTLD_NOW | RTLD_LOCAL);
+    handle_ = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     set_devices_ = reinterpret_cast<void (*)(const char*)>(dlsym(handle_, "fake_ibv_set_devices"));
     log_ = reinterpret_cast<const char* (*)()>(dlsym(handle_, "fake_ibv_log"));
     reset_ = reinterpret_cast<void (*)()>(dlsym(handle_, "fake_ibv_reset"));
@@ -25,6 +26,12 @@ class FakeVerbs {
     posted_sends_ = reinterpret_cast<int (*)()>(dlsym(handle_, "fake_ibv_posted_send_wrs"));
     last_modify_ = reinterpret_cast<int (*)(int, ibv_qp_attr*, int*)>(dlsym(handle_, "fake_ibv_last_modify"));
     reset_events_ = reinterpret_cast<void (*)()>(dlsym(handle_, "fake_ibv_reset_events"));
+    last_send_wr_ = reinterpret_cast<void (*)(ibv_send_wr*, ibv_sge*)>(dlsym(handle_, "fake_ibv_last_send_wr"));
+    last_reg_access_ = reinterpret_cast<int (*)()>(dlsym(handle_, "fake_ibv_last_reg_access"));
+    complete_sends_ = reinterpret_cast<void (*)(int)>(dlsym(handle_, "fake_ibv_complete_sends"));
+    dmabuf_probe_errno_ = reinterpret_cast<void (*)(int)>(dlsym(handle_, "fake_ibv_set_dmabuf_probe_errno"));
+    last_dmabuf_ =
+        reinterpret_cast<int (*)(uint64_t*, size_t*, uint64_t*, int*, int*)>(dlsym(handle_, "fake_ibv_last_dmabuf"));
     reset_();
     reset_events_();
     set_devices_(devices);
@@ -46,6 +53,22 @@ class FakeVerbs {
   int PostedSendWrs() const { return posted_sends_(); }
   // The last ibv_modify_qp to `state`: false when none happened.
   bool LastModify(ibv_qp_state state, ibv_qp_attr* attr, int* mask) const { return last_modify_(state, attr, mask) != 0; }
+  // The last send work request posted (its first SGE; next and sg_list cleared).
+  void LastSendWr(ibv_send_wr* wr, ibv_sge* sge) const { last_send_wr_(wr, sge); }
+  // The access flags of the last ibv_reg_mr; -1 when none happened.
+  int LastRegAccess() const { return last_reg_access_(); }
+  // From now on every signaled send work request completes at once with `status` (-1: never).
+  void CompleteSends(int status) const { complete_sends_(status); }
+  // The errno of ibv_reg_dmabuf_mr's fd -1 probe (dmabuf build only; default EBADF: supported).
+  void SetDmabufProbeErrno(int err) const { dmabuf_probe_errno_(err); }
+  struct DmabufReg {
+    uint64_t offset = 0;
+    size_t length = 0;
+    uint64_t iova = 0;
+    int fd = -1;
+    int access = 0;
+  };
+  bool LastDmabuf(DmabufReg* r) const { return last_dmabuf_(&r->offset, &r->length, &r->iova, &r->fd, &r->access) != 0; }
 
  private:
   verbs::IbverbsLoader loader_;
@@ -61,6 +84,11 @@ class FakeVerbs {
   int (*posted_sends_)() = nullptr;
   int (*last_modify_)(int, ibv_qp_attr*, int*) = nullptr;
   void (*reset_events_)() = nullptr;
+  void (*last_send_wr_)(ibv_send_wr*, ibv_sge*) = nullptr;
+  int (*last_reg_access_)() = nullptr;
+  void (*complete_sends_)(int) = nullptr;
+  void (*dmabuf_probe_errno_)(int) = nullptr;
+  int (*last_dmabuf_)(uint64_t*, size_t*, uint64_t*, int*, int*) = nullptr;
 };
 
 }  // namespace ff::testing

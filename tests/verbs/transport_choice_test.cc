@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 
@@ -165,6 +168,46 @@ TEST_F(PluginTransport, AutoWithAnActivePortMakesTheRdmaPortsTheDevicesWithTheir
             void* ctx2 = nullptr;
             ASSERT_EQ(net->init(&ctx2, 2, &cfg, CaptureLogger, nullptr), ncclSuccess);
             EXPECT_EQ(g_log.find("transport: ", at + 1), std::string::npos) << g_log;
+          });
+}
+
+// GPUDirect: ptrSupport adds NCCL_PTR_CUDA only where nvidia-peermem is loaded (the NIC can pin GPU
+// memory by address) and NCCL_PTR_DMABUF only where the device answers the DMA-BUF probe; each
+// port says so once at init.
+TEST_F(PluginTransport, PtrSupportAddsCudaWithPeermemAndDmabufWhereTheDeviceRegistersIt) {
+  std::filesystem::create_directories(fixture_.root() + "/sys/module/nvidia_peermem");
+  std::ofstream(fixture_.root() + "/sys/module/nvidia_peermem/version") << "535.104.05\n";
+  InChild({{"FLEXIFORCE_IBVERBS_LIBRARY", FF_FAKE_IBVERBS_DMABUF_PATH}, {"FLEXIFORCE_SYSFS_ROOT", fixture_.root()},
+           {"FLEXIFORCE_TRANSPORT", "verbs"}, {"FLEXIFORCE_STATS", "0"}},
+          [&] {
+            testing::FakeVerbs fake("mlx5_0=A", FF_FAKE_IBVERBS_DMABUF_PATH);
+            ff::testing::PluginLibrary lib;
+            const ncclNet_v11_t* net = lib.V11();
+            void* ctx = nullptr;
+            ncclNetCommConfig_t cfg{-1};
+            ASSERT_EQ(net->init(&ctx, 1, &cfg, CaptureLogger, nullptr), ncclSuccess) << g_log;
+            ncclNetProperties_v11_t p{};
+            ASSERT_EQ(net->getProperties(0, &p), ncclSuccess);
+            EXPECT_EQ(p.ptrSupport, NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF);
+            EXPECT_NE(g_log.find("verbs: mlx5_0:1 memory: host, CUDA (nvidia-peermem), DMA-BUF"), std::string::npos)
+                << g_log;
+          });
+  // Without the module, and with a provider that refuses DMA-BUFs: host memory only.
+  std::filesystem::remove_all(fixture_.root() + "/sys/module/nvidia_peermem");
+  InChild({{"FLEXIFORCE_IBVERBS_LIBRARY", FF_FAKE_IBVERBS_DMABUF_PATH}, {"FLEXIFORCE_SYSFS_ROOT", fixture_.root()},
+           {"FLEXIFORCE_TRANSPORT", "verbs"}, {"FLEXIFORCE_STATS", "0"}},
+          [&] {
+            testing::FakeVerbs fake("mlx5_0=A", FF_FAKE_IBVERBS_DMABUF_PATH);
+            fake.SetDmabufProbeErrno(EOPNOTSUPP);
+            ff::testing::PluginLibrary lib;
+            const ncclNet_v11_t* net = lib.V11();
+            void* ctx = nullptr;
+            ncclNetCommConfig_t cfg{-1};
+            ASSERT_EQ(net->init(&ctx, 1, &cfg, CaptureLogger, nullptr), ncclSuccess) << g_log;
+            ncclNetProperties_v11_t p{};
+            ASSERT_EQ(net->getProperties(0, &p), ncclSuccess);
+            EXPECT_EQ(p.ptrSupport, NCCL_PTR_HOST);
+            EXPECT_NE(g_log.find("verbs: mlx5_0:1 memory: host\n"), std::string::npos) << g_log;
           });
 }
 

@@ -17,6 +17,7 @@ default_filter+=':Conformance.GarbageFromAStrangerNeverReachesABufferAndTheRealP
 default_filter+=':Conformance.MessageLargerThanThePostedBufferIsAnErrorOnBothSides'
 default_filter+=':Conformance.ReceiverKilledMidTransferGivesTheSenderAnErrorNotAHang'
 default_filter+=':Conformance.SenderKilledMidMessageGivesTheReceiverAnErrorNotAHang'
+default_filter+=':Conformance.GpuRegistrationsAreRefusedOverTcpAndFlushedWithAnRdmaReadOverVerbs'
 default_filter+=':LegacyTables.*'
 filter="${FF_CONFORMANCE_FILTER:-$default_filter}"
 
@@ -50,5 +51,10 @@ echo "RESULT conformance_verbs passed=$passed failed=${#failed[@]} of=${#tests[@
 log="$(FF_TEST_VERBOSE=1 timeout 60 "$bin" --gtest_filter='Conformance.MalformedHandleIsRejectedWithInvalidArgument' 2>&1 || true)"
 grep -qF 'transport: RDMA verbs (FLEXIFORCE_TRANSPORT=verbs: RDMA verbs on 1 ACTIVE port(s) (rxe_a0:1))' <<<"$log" ||
   { echo "$log"; fail "the plugin did not log that it chose verbs on rxe_a0"; }
+# iflush of a receive into memory registered as CUDA ran a real RDMA READ on a loopback queue pair.
+log="$(FF_TEST_VERBOSE=1 timeout 120 "$bin" --gtest_filter='Conformance.GpuRegistrationsAreRefusedOverTcpAndFlushedWithAnRdmaReadOverVerbs' 2>&1 || true)"
+grep -q 'verbs: flush queue pair [0-9]* on rxe_a0:1' <<<"$log" && grep -q '^\[  PASSED  \] 1 test' <<<"$log" ||
+  { echo "$log" | tail -30; fail "iflush did not create its loopback flush queue pair on rxe_a0"; }
+echo "iflush: $(grep -o 'verbs: flush queue pair [0-9]* on rxe_a0:1' <<<"$log" | head -1)"
 "$fixture" down
 pass "plugin conformance over verbs (rxe_a0)"
