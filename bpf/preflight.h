@@ -19,6 +19,9 @@ struct PreflightInputs {
 void CheckInterfaces(const PreflightInputs& in, Findings* out);
 // RDMA devices and the GID a RoCEv2/IPv4 connection would use; "none" when there are none.
 void CheckRdma(const PreflightInputs& in, Findings* out);
+// Where RDMA devices exist: whether their NICs can reach GPU memory (nvidia-peermem), with the
+// number of NVIDIA GPUs; a warning on a GPU host without it. CheckRdma calls it.
+void CheckGpuDirect(const PreflightInputs& in, Findings* out);
 // AI_SLA_LATENCY, AI_TASK_ID, AI_FLEXIFORCE_ENABLE as the plugin parses them, with level and class.
 void CheckEnvironment(const PreflightInputs& in, Findings* out);
 // Free room for the statistics file, and whether BPF may be attached here.

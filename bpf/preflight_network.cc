@@ -3,6 +3,8 @@
 
 #include "bpf/preflight.h"
 #include "bpf/rdma_devices.h"
+#include "pcie/device_inventory.h"
+#include "pcie/gpu_direct.h"
 #include "tcp/interfaces.h"
 
 namespace ff::probe {
@@ -115,6 +117,33 @@ void CheckRdma(const PreflightInputs& in, Findings* out) {
   }
   if (hca != nullptr && *hca != '\0' && usable == 0)
     out->push_back({Severity::kWarn, "rdma", std::string("NCCL_IB_HCA=") + hca + " selects no active port with a usable GID"});
+  CheckGpuDirect(in, out);
+}
+
+void CheckGpuDirect(const PreflightInputs& in, Findings* out) {
+  // GPUs are counted from the tree above sysfs (the inventory scans <root>/sys).
+  std::string root = in.sysfs_root;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  int nvidia = -1;  // unknown when the sysfs directory is not called sys
+  if (root.size() >= 4 && root.compare(root.size() - 4, 4, "/sys") == 0) {
+    nvidia = 0;
+    for (const auto& g : pcie::ScanInventory(root.size() == 4 ? "/" : root.substr(0, root.size() - 4)).gpus)
+      nvidia += g.vendor == pcie::kVendorNvidia;
+  }
+  const std::string module = pcie::PeerMemModule(in.sysfs_root);
+  Finding f;
+  f.topic = "rdma";
+  if (!module.empty()) {
+    f.message = "GPUDirect RDMA: " + module + " loaded, so the NICs can register CUDA buffers (ptrSupport CUDA)";
+  } else {
+    f.message = "GPUDirect RDMA: no nvidia-peermem module; CUDA buffers need a NIC that registers DMA-BUFs (the "
+                "plugin asks each device at init), else NCCL stages them through host memory";
+    // A GPU host whose NICs cannot reach GPU memory runs, but slower: worth a warning, not a stop.
+    if (nvidia > 0) f.severity = Severity::kWarn;
+  }
+  if (nvidia >= 0) f.message += " (" + std::to_string(nvidia) + " NVIDIA GPU(s))";
+  f.detail = {{"peermem_module", module}, {"nvidia_gpus", nvidia}};
+  out->push_back(std::move(f));
 }
 
 }  // namespace ff::probe

@@ -1,13 +1,12 @@
 // GPU memory over verbs: capability probes and the loopback flush queue pair (see gpu_memory.h).
 #include "verbs/gpu_memory.h"
 
-#include <sys/stat.h>
-
 #include <cerrno>
 #include <cstring>
 #include <random>
 
 #include "base/logging.h"
+#include "pcie/gpu_direct.h"
 #include "verbs/qp_attrs.h"
 #include "verbs/rdma_path.h"
 
@@ -27,12 +26,7 @@ bool DmabufSupported(const IbverbsLoader& ib, ibv_pd* pd) {
 bool PeerMemLoaded(const std::string& sysfs_root) {
   std::string root = sysfs_root.empty() ? "/" : sysfs_root;
   if (root.back() != '/') root += '/';
-  for (const char* f : {"sys/kernel/mm/memory_peers/nv_mem/version", "sys/module/nvidia_peermem/version",
-                        "sys/module/nv_peer_mem/version"}) {
-    struct stat st {};
-    if (::stat((root + f).c_str(), &st) == 0) return true;
-  }
-  return false;
+  return !pcie::PeerMemModule(root + "sys").empty();
 }
 
 FlushQp::FlushQp(RdmaDevice& dev) : dev_(dev) {}

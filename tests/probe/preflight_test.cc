@@ -91,6 +91,62 @@ TEST_F(SysfsFixture, HcaFilterSelectingOnlyADownPortWarns) {
   EXPECT_TRUE(warned);
 }
 
+// GPUDirect RDMA: with RDMA devices present, the check says whether nvidia-peermem is loaded and
+// counts the NVIDIA GPUs; a GPU host without the module gets a warning (it runs, but stages GPU
+// buffers through host memory unless its NICs register DMA-BUFs).
+TEST_F(SysfsFixture, GpuDirectNamesThePeermemModuleAndWarnsOnAGpuHostWithoutIt) {
+  const std::string sys = (root_ / "sys").string();
+  auto find = [](const Findings& f) -> const Finding* {
+    for (const auto& x : f)
+      if (x.message.rfind("GPUDirect RDMA:", 0) == 0) return &x;
+    return nullptr;
+  };
+  auto check = [&] {
+    PreflightInputs in;
+    in.sysfs_root = sys;
+    in.env = [](const char*) -> const char* { return nullptr; };
+    Findings f;
+    CheckRdma(in, &f);
+    return f;
+  };
+  // RDMA port, no GPU, no module: said, not a warning.
+  const std::string base = "sys/class/infiniband/mlx5_0/ports/1/";
+  Write(base + "state", "4: ACTIVE");
+  Write(base + "link_layer", "Ethernet");
+  Write(base + "gids/0", "0000:0000:0000:0000:0000:ffff:0a00:0001");
+  Write(base + "gid_attrs/types/0", "RoCE v2");
+  Findings f = check();
+  const Finding* g = find(f);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->severity, Severity::kOk);
+  EXPECT_NE(g->message.find("no nvidia-peermem"), std::string::npos) << g->message;
+  EXPECT_NE(g->message.find("(0 NVIDIA GPU(s))"), std::string::npos) << g->message;
+  EXPECT_EQ(g->detail["peermem_module"], "");
+
+  // Two NVIDIA GPUs and a VGA card of another vendor, still no module: a warning.
+  Write("sys/bus/pci/devices/0000:18:00.0/class", "0x030200");
+  Write("sys/bus/pci/devices/0000:18:00.0/vendor", "0x10de");
+  Write("sys/bus/pci/devices/0000:3b:00.0/class", "0x030200");
+  Write("sys/bus/pci/devices/0000:3b:00.0/vendor", "0x10de");
+  Write("sys/bus/pci/devices/0000:00:02.0/class", "0x030000");
+  Write("sys/bus/pci/devices/0000:00:02.0/vendor", "0x8086");
+  f = check();
+  g = find(f);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->severity, Severity::kWarn);
+  EXPECT_NE(g->message.find("(2 NVIDIA GPU(s))"), std::string::npos) << g->message;
+  EXPECT_EQ(g->detail["nvidia_gpus"], 2);
+
+  // The module loaded: ok, named.
+  Write("sys/module/nvidia_peermem/version", "535.104.05");
+  f = check();
+  g = find(f);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->severity, Severity::kOk);
+  EXPECT_NE(g->message.find("nvidia_peermem loaded"), std::string::npos) << g->message;
+  EXPECT_EQ(g->detail["peermem_module"], "nvidia_peermem");
+}
+
 TEST(HcaFilter, FollowsNcclSyntax) {
   EXPECT_TRUE(HcaFilterMatches("", "mlx5_0", 1));
   EXPECT_TRUE(HcaFilterMatches("mlx5", "mlx5_10", 1));
