@@ -175,40 +175,32 @@ TEST_F(PluginTransport, AutoWithAnActivePortMakesTheRdmaPortsTheDevicesWithTheir
 // memory by address) and NCCL_PTR_DMABUF only where the device answers the DMA-BUF probe; each
 // port says so once at init.
 TEST_F(PluginTransport, PtrSupportAddsCudaWithPeermemAndDmabufWhereTheDeviceRegistersIt) {
+  // One child per case: init with the dmabuf-capable fake (its probe answering `probe_errno`), then
+  // device 0's ptrSupport and the init line that says it.
+  auto expect = [&](int probe_errno, int ptr_support, const std::string& line) {
+    InChild({{"FLEXIFORCE_IBVERBS_LIBRARY", FF_FAKE_IBVERBS_DMABUF_PATH}, {"FLEXIFORCE_SYSFS_ROOT", fixture_.root()},
+             {"FLEXIFORCE_TRANSPORT", "verbs"}, {"FLEXIFORCE_STATS", "0"}},
+            [&] {
+              testing::FakeVerbs fake("mlx5_0=A", FF_FAKE_IBVERBS_DMABUF_PATH);
+              fake.SetDmabufProbeErrno(probe_errno);
+              ff::testing::PluginLibrary lib;
+              const ncclNet_v11_t* net = lib.V11();
+              void* ctx = nullptr;
+              ncclNetCommConfig_t cfg{-1};
+              ASSERT_EQ(net->init(&ctx, 1, &cfg, CaptureLogger, nullptr), ncclSuccess) << g_log;
+              ncclNetProperties_v11_t p{};
+              ASSERT_EQ(net->getProperties(0, &p), ncclSuccess);
+              EXPECT_EQ(p.ptrSupport, ptr_support);
+              EXPECT_NE(g_log.find(line), std::string::npos) << g_log;
+            });
+  };
   std::filesystem::create_directories(fixture_.root() + "/sys/module/nvidia_peermem");
   std::ofstream(fixture_.root() + "/sys/module/nvidia_peermem/version") << "535.104.05\n";
-  InChild({{"FLEXIFORCE_IBVERBS_LIBRARY", FF_FAKE_IBVERBS_DMABUF_PATH}, {"FLEXIFORCE_SYSFS_ROOT", fixture_.root()},
-           {"FLEXIFORCE_TRANSPORT", "verbs"}, {"FLEXIFORCE_STATS", "0"}},
-          [&] {
-            testing::FakeVerbs fake("mlx5_0=A", FF_FAKE_IBVERBS_DMABUF_PATH);
-            ff::testing::PluginLibrary lib;
-            const ncclNet_v11_t* net = lib.V11();
-            void* ctx = nullptr;
-            ncclNetCommConfig_t cfg{-1};
-            ASSERT_EQ(net->init(&ctx, 1, &cfg, CaptureLogger, nullptr), ncclSuccess) << g_log;
-            ncclNetProperties_v11_t p{};
-            ASSERT_EQ(net->getProperties(0, &p), ncclSuccess);
-            EXPECT_EQ(p.ptrSupport, NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF);
-            EXPECT_NE(g_log.find("verbs: mlx5_0:1 memory: host, CUDA (nvidia-peermem), DMA-BUF"), std::string::npos)
-                << g_log;
-          });
+  expect(EBADF, NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF,
+         "verbs: mlx5_0:1 memory: host, CUDA (nvidia-peermem), DMA-BUF");
   // Without the module, and with a provider that refuses DMA-BUFs: host memory only.
   std::filesystem::remove_all(fixture_.root() + "/sys/module/nvidia_peermem");
-  InChild({{"FLEXIFORCE_IBVERBS_LIBRARY", FF_FAKE_IBVERBS_DMABUF_PATH}, {"FLEXIFORCE_SYSFS_ROOT", fixture_.root()},
-           {"FLEXIFORCE_TRANSPORT", "verbs"}, {"FLEXIFORCE_STATS", "0"}},
-          [&] {
-            testing::FakeVerbs fake("mlx5_0=A", FF_FAKE_IBVERBS_DMABUF_PATH);
-            fake.SetDmabufProbeErrno(EOPNOTSUPP);
-            ff::testing::PluginLibrary lib;
-            const ncclNet_v11_t* net = lib.V11();
-            void* ctx = nullptr;
-            ncclNetCommConfig_t cfg{-1};
-            ASSERT_EQ(net->init(&ctx, 1, &cfg, CaptureLogger, nullptr), ncclSuccess) << g_log;
-            ncclNetProperties_v11_t p{};
-            ASSERT_EQ(net->getProperties(0, &p), ncclSuccess);
-            EXPECT_EQ(p.ptrSupport, NCCL_PTR_HOST);
-            EXPECT_NE(g_log.find("verbs: mlx5_0:1 memory: host\n"), std::string::npos) << g_log;
-          });
+  expect(EOPNOTSUPP, NCCL_PTR_HOST, "verbs: mlx5_0:1 memory: host\n");
 }
 
 TEST_F(PluginTransport, AutoWithoutAnActivePortKeepsTheTcpDevicesAndSaysWhy) {
