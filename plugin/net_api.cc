@@ -77,6 +77,8 @@ struct RecvHandle {
   std::array<FlushRequest, FlushQp::kSlots> flushes{};
 };
 struct MemoryRegion {
+  static constexpr uint32_t kMagic = 0x46464d52;
+  uint32_t magic = kMagic;
   void* data;
   size_t size;
   Caches mrs{};  // verbs: the registrations below belong to these caches, by slot
@@ -331,7 +333,10 @@ Status Register(const char* call, void* comm, void* data, size_t size, int type,
     return InvalidArgument(c + ": " + PtrTypeName(type) + (fd >= 0 ? " DMA-BUF" : "") +
                            " memory needs the RDMA verbs transport (GPUDirect RDMA); this connection is TCP, "
                            "which carries host memory only (ptrSupport NCCL_PTR_HOST)");
-  auto region = std::make_unique<MemoryRegion>(MemoryRegion{data, size, mrs, {}});
+  auto region = std::make_unique<MemoryRegion>();
+  region->data = data;
+  region->size = size;
+  region->mrs = mrs;
   region->gpu = type == NCCL_PTR_CUDA;
 #if FF_WITH_VERBS
   // Verbs: pin and register now, on every port the connection uses (NCCL calls this outside the data
@@ -364,7 +369,10 @@ Status RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offse
 Status DeregMr(void*, void* mhandle) {
   auto* region = static_cast<MemoryRegion*>(mhandle);
   if (region == nullptr) return Status::Ok();
+  if (region->magic != MemoryRegion::kMagic)
+    return InvalidArgument("deregMr: not a memory handle returned by regMr");
   ReleaseRefs(region->mrs, region->refs);
+  region->magic = 0;
   delete region;
   return Status::Ok();
 }
@@ -448,6 +456,8 @@ Status Iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhan
   if (data != nullptr && mhandles != nullptr)
     for (int i = 0; i < n && i < kMaxRecvs; ++i) {
       const auto* m = static_cast<const MemoryRegion*>(mhandles[i]);
+      if (m != nullptr && m->magic != MemoryRegion::kMagic)
+        return InvalidArgument("iflush: mhandles[" + std::to_string(i) + "] is not a memory handle returned by regMr");
       if (m == nullptr || !m->gpu || data[i] == nullptr || (sizes != nullptr && sizes[i] <= 0)) continue;
       last = i;
       region = m;

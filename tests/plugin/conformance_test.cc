@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -532,6 +533,15 @@ TEST(Conformance, GpuRegistrationsAreRefusedOverTcpAndFlushedWithAnRdmaReadOverV
       for (size_t i = 0; i < kBytes; ++i)
         if (buf[i] != static_cast<char>('a' + (i * 7 + static_cast<size_t>(round)) % 26)) return 70;
     }
+    // A memory handle regMr never returned is refused, not freed or read as one.
+    std::array<uint64_t, 32> junk{};
+    junk.fill(0x5a5a5a5a5a5a5a5aull);
+    void* junk_mh = junk.data();
+    void* jdata = buf.data();
+    int jsize = 8;
+    void* jreq = nullptr;
+    if (peer.net()->iflush(rc, 1, &jdata, &jsize, &junk_mh, &jreq) != ncclInvalidArgument) return 72;
+    if (peer.net()->deregMr(rc, junk_mh) != ncclInvalidArgument) return 73;
     if (peer.net()->deregMr(rc, mh) != ncclSuccess) return 71;
     peer.net()->closeRecv(rc);
     peer.net()->closeListen(lc);
