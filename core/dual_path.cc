@@ -1,6 +1,8 @@
 // Dual-path comparison: TCP counter deltas over a window, judged subject vs. best other path.
 #include "core/dual_path.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace ff {
@@ -24,12 +26,20 @@ DualPathVerdict JudgeDualPath(const PathWindow& subject, const PathWindow& best_
     return v;
   }
   const double ls = subject.loss(), lo = best_other.loss();
-  const bool lossier = ls > 2.0 * lo + 0.01;
+  // Significance in loss events: the pooled ratio's spread over the two windows' event counts.
+  const double ns = static_cast<double>(subject.segs_out) / kSegmentsPerLossEvent;
+  const double no = static_cast<double>(best_other.segs_out) / kSegmentsPerLossEvent;
+  const double pooled = static_cast<double>(subject.retrans + best_other.retrans) /
+                        static_cast<double>(subject.segs_out + best_other.segs_out);
+  const double sd = std::sqrt(pooled * (1.0 - pooled) * (1.0 / ns + 1.0 / no));
+  const double z = sd > 0 ? (ls - lo) / sd : (ls > lo ? kLossZ : 0.0);
+  const bool lossier = ls > 2.0 * lo + 0.01 && z >= kLossZ;
   const bool slower = subject.rtt_us > 3ull * best_other.rtt_us && subject.rtt_us > best_other.rtt_us + 5000;
   v.subject_worse = lossier || slower;
-  std::snprintf(buf, sizeof(buf), "retransmitted %.2f%% of %llu segments vs %.2f%% of %llu, rtt %.2f vs %.2f ms",
-                100 * ls, static_cast<unsigned long long>(subject.segs_out), 100 * lo,
-                static_cast<unsigned long long>(best_other.segs_out), subject.rtt_us / 1e3, best_other.rtt_us / 1e3);
+  std::snprintf(buf, sizeof(buf),
+                "retransmitted %.2f%% of %llu segments vs %.2f%% of %llu (z %.1f), rtt %.2f vs %.2f ms", 100 * ls,
+                static_cast<unsigned long long>(subject.segs_out), 100 * lo,
+                static_cast<unsigned long long>(best_other.segs_out), z, subject.rtt_us / 1e3, best_other.rtt_us / 1e3);
   v.why = buf;
   return v;
 }
@@ -64,6 +74,10 @@ DualPathVerdict DualPathCompare::Finish(const std::vector<std::unique_ptr<Path>>
     w.valid = true;
     w.segs_out = b.segs_out - a.segs_out;
     w.retrans = b.retransmits >= a.retransmits ? b.retransmits - a.retransmits : 0;
+    // Retransmissions the peer reported it already had (DSACK) were spurious - a late
+    // acknowledgement on a busy host, not a loss - as the soft rule counts them too.
+    const uint64_t spurious = b.dsack_dups >= a.dsack_dups ? b.dsack_dups - a.dsack_dups : 0;
+    w.retrans -= std::min(w.retrans, spurious);
     const uint32_t seen = min_rtt_[static_cast<size_t>(p.index())];
     w.rtt_us = seen != 0 && seen < b.rtt_us ? seen : b.rtt_us;
     return w;

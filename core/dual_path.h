@@ -27,12 +27,19 @@ struct DualPathVerdict {
 
 // The subject is worse when it lost clearly more (2x the best other path's retransmission ratio
 // plus 1 point: a healthy TCP path retransmits a few tenths of a percent in tail-loss probes, and
-// losses come in bursts, so two equally lossy paths differ by that much in a short window) or its
+// losses come in bursts, so two equally lossy paths differ by that much in a short window), and the
+// difference is significant (z >= kLossZ in a two-proportion test that counts loss events, not
+// segments: one dropped packet under segmentation offload takes up to kSegmentsPerLossEvent
+// segments with it, so 20,000 segments are only ~450 independent chances to lose), or its
 // round trip stayed clearly longer (its lowest smoothed RTT in the window 3x and 5 ms above the best
 // other path's: one sample is not evidence - a reconnected path's first burst, or a rank descheduled
 // for a few ms on a busy host, lifts a single srtt reading 10x for a moment).
 // A subject that sent fewer than kMinSegments gives no evidence: `assume_worse` decides.
 DualPathVerdict JudgeDualPath(const PathWindow& subject, const PathWindow& best_other, bool assume_worse);
+constexpr double kSegmentsPerLossEvent = 45;  // a 64 KiB GSO packet of 1448-byte segments
+// One-sided 3.5 sigma: a false move once in ~4,000 comparisons of equally lossy paths, where the
+// ratio rule alone moved in ~1 of 70 on the emulator (both NICs at 3% loss: 4.54% vs 1.73%).
+constexpr double kLossZ = 3.5;
 
 // One comparison at a time per communicator. Start() snapshots every live path; Finish() (after the
 // window) takes the deltas and judges the subject against the best other usable path.

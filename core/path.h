@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/mem_handle.h"
 #include "core/wire_format.h"
 
 namespace ff {
@@ -74,8 +75,12 @@ class Path {
   // A data chunk together with the receiver's descriptor of its message's buffer (the chunk goes to
   // dest.addr + sealed.offset): RDMA writes it there itself, so it needs the address and keys; a
   // stream ignores them, since there the receiver places the chunk.
-  virtual void QueueData(const FrameHeader& sealed, const char* payload, const RecvDescriptor& dest) {
+  // `mem`: NCCL's handle of the buffer the payload lies in (nullptr: none); RDMA takes the payload's
+  // local key from it rather than looking the buffer up.
+  virtual void QueueData(const FrameHeader& sealed, const char* payload, const RecvDescriptor& dest,
+                         const MemHandle* mem) {
     (void)dest;
+    (void)mem;
     Queue(sealed, payload);
   }
   // Whether a data chunk needs the receiver's posted-buffer descriptor before it can be sent (RDMA

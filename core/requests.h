@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 
+#include "core/mem_handle.h"
 #include "core/wire_format.h"
 
 namespace ff {
@@ -32,6 +33,7 @@ struct SendMsg {
   bool zero_queued = false;  // a 0-byte message still sends one frame
   bool matched = false;      // the receiver's descriptor was checked against it
   RecvDescriptor dest{};     // that descriptor, once matched: where an RDMA path writes the chunks
+  const MemHandle* mem = nullptr;  // NCCL's handle of the caller's buffer (not of an eager copy)
   bool eager = false;
   bool ack_soon = false;     // eager, but the ring or the message slots run low: asks for a prompt acknowledgement
   int home_path = -1;        // unstriped messages keep one path

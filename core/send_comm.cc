@@ -37,7 +37,8 @@ char* SendComm::RingReserve(uint64_t len, uint64_t* end) {
   return p;
 }
 
-Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, SendRequest** out) {
+Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, SendRequest** out,
+                       const MemHandle* mem) {
   *out = nullptr;
   if (!error_.ok()) return error_;
   if (size > kMaxMessageBytes) return InvalidArgument("isend size " + std::to_string(size) + " beyond the limit");
@@ -72,6 +73,7 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   m.ring_end = 0;
   m.resend = {};
   m.resend_count = 0;
+  m.mem = mem != nullptr && mem->Covers(data, size) ? mem : nullptr;
   if (ring_ && size <= opts_.eager_bytes) {
     // Eager: the bytes are copied into the retransmit ring, so the caller's buffer is free as soon
     // as they are handed to the transport; a failover re-sends them from the ring.
@@ -82,6 +84,7 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
       m.data = copy;
       m.ring_end = end;
       m.eager = true;
+      m.mem = nullptr;  // the chunks leave from the ring's copy
       // The receiver acknowledges eager messages lazily; past half the ring or of the message slots
       // this one asks for its acknowledgement at once, so the sender never runs dry waiting.
       m.ack_soon = (ring_head_ - ring_tail_) * 2 > ring_size_ || inflight_count() * 2 > kMaxMsgs;
@@ -222,7 +225,7 @@ void SendComm::QueueChunk(SendMsg& m, Path& p, uint64_t offset) {
   h.collective = m.collective;
   h.flags = m.eager && !m.ack_soon ? 0 : kDataFlagAckNow;
   SealHeader(&h);
-  p.QueueData(h, m.data + offset, m.dest);
+  p.QueueData(h, m.data + offset, m.dest, m.mem);
   m.chunk_path[offset / m.chunk] = static_cast<uint8_t>(p.index());
 }
 

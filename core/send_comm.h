@@ -14,7 +14,11 @@ class SendComm final : public Comm {
   SendComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& opts, std::string peer);
 
   // Queues a message; *out is nullptr (retry later) when paused or when no request or message slot is free.
-  Status Isend(const void* data, uint64_t size, int tag, void* phandle, SendRequest** out);
+  // `mem`: NCCL's handle of the buffer (nullptr: none); a transport that reads the buffer itself
+  // takes its keys from it instead of looking the buffer up. It must stay registered until the
+  // request completes (NCCL deregisters only then).
+  Status Isend(const void* data, uint64_t size, int tag, void* phandle, SendRequest** out,
+               const MemHandle* mem = nullptr);
   // Progresses and reports completion; releases the request when done.
   Status Test(SendRequest* r, int* done, uint64_t* size);
   Status Progress() override;

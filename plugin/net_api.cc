@@ -84,7 +84,16 @@ struct MemoryRegion {
   Caches mrs{};  // verbs: the registrations below belong to these caches, by slot
   std::array<MrRef, 4> refs{};
   bool gpu = false;  // NCCL_PTR_CUDA (by address or DMA-BUF): receives into it need iflush's read
+  MemHandle mem;     // what the communicator and the transports see: the bytes, the keys per cache
 };
+
+// A handle NCCL passed back: nullptr for none, an error for anything regMr did not return.
+Status RegionOf(const char* call, void* mhandle, const MemoryRegion** out) {
+  *out = static_cast<const MemoryRegion*>(mhandle);
+  if (*out != nullptr && (*out)->magic != MemoryRegion::kMagic)
+    return InvalidArgument(std::string(call) + ": not a memory handle returned by regMr");
+  return Status::Ok();
+}
 
 bool Any(const Caches& c) { return c[0] != nullptr; }
 
@@ -338,6 +347,9 @@ Status Register(const char* call, void* comm, void* data, size_t size, int type,
   region->size = size;
   region->mrs = mrs;
   region->gpu = type == NCCL_PTR_CUDA;
+  region->mem.data = static_cast<const char*>(data);
+  region->mem.size = size;
+  region->mem.type = type;
 #if FF_WITH_VERBS
   // Verbs: pin and register now, on every port the connection uses (NCCL calls this outside the data
   // path); every later send of, or receive into, this buffer finds the registration in the cache.
@@ -346,6 +358,11 @@ Status Register(const char* call, void* comm, void* data, size_t size, int type,
     Status s = type == NCCL_PTR_CUDA || fd >= 0 ? AcquireDeviceRefs(mrs, data, size, fd, offset, &region->refs)
                                                 : AcquireRefs(mrs, data, size, &region->refs);
     if (!s.ok()) return Status(s.code(), c + ": " + s.message());
+    // Each cache is a key domain: the sender's path on that port takes its local key from here.
+    // The registration may be larger than the buffer (page-rounded, or shared): the handle covers
+    // exactly what NCCL registered.
+    for (size_t k = 0; k < 4 && mrs[k] != nullptr; ++k)
+      region->mem.keys[k] = MemKey{mrs[k], region->refs[k].handle.lkey, region->refs[k].handle.rkey};
   }
 #else
   (void)offset;
@@ -377,18 +394,22 @@ Status DeregMr(void*, void* mhandle) {
   return Status::Ok();
 }
 
-Status Isend(void* send_comm, void* data, size_t size, int tag, void* phandle, void** request) {
+Status Isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void* phandle, void** request) {
   auto* h = static_cast<SendHandle*>(send_comm);
   if (h == nullptr || h->magic != SendHandle::kMagic) return InvalidArgument("isend: not a send comm");
+  const MemoryRegion* region = nullptr;
+  if (Status s = RegionOf("isend", mhandle, &region); !s.ok()) return s;
   SendRequest* r = nullptr;
-  Status s = h->comm->Isend(data, size, tag, phandle, &r);
+  Status s = h->comm->Isend(data, size, tag, phandle, &r, region != nullptr ? &region->mem : nullptr);
   *request = r;
   return s;
 }
 
-Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void**, void** request) {
-  // The memory handles are not needed: with verbs each buffer's registration is found in the
-  // device's cache (regMr put it there), which also covers buffers NCCL never registered.
+Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void** mhandles, void**,
+             void** request) {
+  // With verbs each buffer's remote keys come from its memory handle when NCCL passed one that
+  // covers it (regMr's registration, held until deregMr); else from the device's cache (which also
+  // serves buffers NCCL never registered).
   auto* h = static_cast<RecvHandle*>(recv_comm);
   if (h == nullptr || h->magic != RecvHandle::kMagic) return InvalidArgument("irecv: not a receive comm");
   if (n < 1 || n > kMaxRecvs || data == nullptr || sizes == nullptr || tags == nullptr)
@@ -422,6 +443,18 @@ Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
   std::array<uint32_t, 4> rkeys[kMaxRecvs] = {};
   for (int i = 0; i < n; ++i) {
     if (sizes[i] == 0 || data[i] == nullptr) continue;
+    const MemoryRegion* region = nullptr;
+    if (mhandles != nullptr) {
+      Status s = RegionOf("irecv", mhandles[i], &region);
+      if (!s.ok()) {
+        ReleaseHeld(h->mrs, mine);
+        return s;
+      }
+    }
+    if (region != nullptr && region->mrs == h->mrs && region->mem.Covers(data[i], sizes[i])) {
+      for (size_t k = 0; k < 4; ++k) rkeys[i][k] = region->refs[k].handle.rkey;
+      continue;  // nothing held: NCCL keeps the buffer registered until the receive completed
+    }
     auto& refs = mine.refs[static_cast<size_t>(i)];
     Status s = AcquireRefs(h->mrs, data[i], sizes[i], &refs);
     if (!s.ok()) {

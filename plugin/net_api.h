@@ -38,9 +38,11 @@ Status Accept(void* listen_comm, void** recv_comm);
 Status RegMr(void* comm, void* data, size_t size, int type, void** mhandle);
 Status RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
 Status DeregMr(void* comm, void* mhandle);
-Status Isend(void* send_comm, void* data, size_t size, int tag, void* phandle, void** request);
-Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void** phandles,
-             void** request);
+// `mhandle(s)`: what regMr returned for the buffers (nullptr where none); a handle regMr never
+// returned is an error.
+Status Isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void* phandle, void** request);
+Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+             void** phandles, void** request);
 Status Iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles, void** request);
 Status Test(void* request, int* done, int* sizes);
 Status CloseSend(void* send_comm);

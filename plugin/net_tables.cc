@@ -121,20 +121,20 @@ ncclResult_t RegMrDmaBufAny(void* comm, void* data, size_t size, int type, uint6
 }
 ncclResult_t DeregMrAny(void* comm, void* mh) { return Guard([&] { return DeregMr(comm, mh); }); }
 
-ncclResult_t IsendV8(void* sc, void* data, int size, int tag, void*, void** req) {
+ncclResult_t IsendV8(void* sc, void* data, int size, int tag, void* mh, void** req) {
   return Guard([&] {
     if (size < 0) return InvalidArgument("isend: negative size " + std::to_string(size));
-    return Isend(sc, data, static_cast<size_t>(size), tag, nullptr, req);
+    return Isend(sc, data, static_cast<size_t>(size), tag, mh, nullptr, req);
   });
 }
-ncclResult_t IsendV9(void* sc, void* data, size_t size, int tag, void*, void** req) {
-  return Guard([&] { return Isend(sc, data, size, tag, nullptr, req); });
+ncclResult_t IsendV9(void* sc, void* data, size_t size, int tag, void* mh, void** req) {
+  return Guard([&] { return Isend(sc, data, size, tag, mh, nullptr, req); });
 }
-ncclResult_t IsendV10(void* sc, void* data, size_t size, int tag, void*, void* ph, void** req) {
-  return Guard([&] { return Isend(sc, data, size, tag, ph, req); });
+ncclResult_t IsendV10(void* sc, void* data, size_t size, int tag, void* mh, void* ph, void** req) {
+  return Guard([&] { return Isend(sc, data, size, tag, mh, ph, req); });
 }
 
-ncclResult_t IrecvV8(void* rc, int n, void** data, int* sizes, int* tags, void**, void** req) {
+ncclResult_t IrecvV8(void* rc, int n, void** data, int* sizes, int* tags, void** mh, void** req) {
   return Guard([&] {
     if (n < 1 || n > kMaxRecvs || sizes == nullptr)
       return InvalidArgument("irecv: n=" + std::to_string(n) + "; accepted 1 to " + std::to_string(kMaxRecvs));
@@ -143,14 +143,14 @@ ncclResult_t IrecvV8(void* rc, int n, void** data, int* sizes, int* tags, void**
       if (sizes[i] < 0) return InvalidArgument("irecv: negative size " + std::to_string(sizes[i]));
       s[i] = static_cast<size_t>(sizes[i]);
     }
-    return Irecv(rc, n, data, s, tags, nullptr, req);
+    return Irecv(rc, n, data, s, tags, mh, nullptr, req);
   });
 }
-ncclResult_t IrecvV9(void* rc, int n, void** data, size_t* sizes, int* tags, void**, void** req) {
-  return Guard([&] { return Irecv(rc, n, data, sizes, tags, nullptr, req); });
+ncclResult_t IrecvV9(void* rc, int n, void** data, size_t* sizes, int* tags, void** mh, void** req) {
+  return Guard([&] { return Irecv(rc, n, data, sizes, tags, mh, nullptr, req); });
 }
-ncclResult_t IrecvV10(void* rc, int n, void** data, size_t* sizes, int* tags, void**, void** ph, void** req) {
-  return Guard([&] { return Irecv(rc, n, data, sizes, tags, ph, req); });
+ncclResult_t IrecvV10(void* rc, int n, void** data, size_t* sizes, int* tags, void** mh, void** ph, void** req) {
+  return Guard([&] { return Irecv(rc, n, data, sizes, tags, mh, ph, req); });
 }
 ncclResult_t IflushAny(void* rc, int n, void** data, int* sizes, void** mhandles, void** req) {
   return Guard([&] { return Iflush(rc, n, data, sizes, mhandles, req); });

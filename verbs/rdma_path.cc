@@ -241,7 +241,7 @@ bool RdmaPath::PostRecv(uint32_t slot) {
 void RdmaPath::Queue(const FrameHeader& sealed, const char* payload) {
   if (IsData(sealed)) {
     // No destination: Flush refuses it (a data chunk over RDMA must come through QueueData).
-    QueueData(sealed, payload, RecvDescriptor{});
+    QueueData(sealed, payload, RecvDescriptor{}, nullptr);
     return;
   }
   const int slot = (tx_head_ + tx_count_) % kTxRing;
@@ -249,11 +249,13 @@ void RdmaPath::Queue(const FrameHeader& sealed, const char* payload) {
   const uint32_t len = std::min<uint32_t>(sealed.length, kMaxControlPayload);
   std::memcpy(buf, &sealed, sizeof(FrameHeader));
   if (len > 0) std::memcpy(buf + sizeof(FrameHeader), payload, len);
-  tx_[slot] = TxFrame{sealed, buf + sizeof(FrameHeader), 0, 0, MrRef{}, static_cast<uint32_t>(sizeof(FrameHeader)) + len};
+  tx_[slot] = TxFrame{sealed, buf + sizeof(FrameHeader), 0, 0, MrRef{},
+                      static_cast<uint32_t>(sizeof(FrameHeader)) + len, false, 0};
   ++tx_count_;
 }
 
-void RdmaPath::QueueData(const FrameHeader& sealed, const char* payload, const RecvDescriptor& dest) {
+void RdmaPath::QueueData(const FrameHeader& sealed, const char* payload, const RecvDescriptor& dest,
+                         const MemHandle* mem) {
   if (!IsData(sealed)) {
     Queue(sealed, payload);
     return;
@@ -261,8 +263,10 @@ void RdmaPath::QueueData(const FrameHeader& sealed, const char* payload, const R
   const int slot = (tx_head_ + tx_count_) % kTxRing;
   std::memcpy(tx_store_.get() + size_t(slot) * kSlotBytes, &sealed, sizeof(FrameHeader));
   const uint64_t raddr = dest.addr == 0 ? 0 : dest.addr + sealed.offset;
+  const MemKey* key = mem != nullptr && mem->Covers(payload, sealed.length) ? mem->For(dev_.mrs.get()) : nullptr;
   tx_[slot] = TxFrame{sealed, payload, raddr, dest.keys[options_.key_slot], MrRef{},
-                      static_cast<uint32_t>(sizeof(FrameHeader)) + sealed.length};
+                      static_cast<uint32_t>(sizeof(FrameHeader)) + sealed.length, key != nullptr,
+                      key != nullptr ? key->lkey : 0};
   ++tx_count_;
   ++queued_data_frames_;
   queued_payload_bytes_ += sealed.length;
@@ -295,7 +299,13 @@ bool RdmaPath::PostFrame(int slot) {
                   std::to_string(f.hdr.seq) + " has no remote buffer (an RDMA path needs the receiver's descriptor)";
       return false;
     }
-    if (f.hdr.length > 0) {
+    if (f.hdr.length > 0 && f.has_lkey) {
+      // NCCL's handle named this device's registration: no lookup, no reference (NCCL keeps the
+      // buffer registered until the send completed).
+      ps.addr = reinterpret_cast<uintptr_t>(f.payload);
+      ps.length = f.hdr.length;
+      ps.lkey = f.lkey;
+    } else if (f.hdr.length > 0) {
       Status s = dev_.mrs->Acquire(f.payload, f.hdr.length, &f.mr);
       if (!s.ok()) {
         last_errno_ = EFAULT;

@@ -87,7 +87,10 @@ class RdmaPath final : public Path {
   bool CanQueue() const override { return tx_count_ < kTxRing; }
   // Control frames are copied into a registered slot; a data frame needs QueueData (its destination).
   void Queue(const FrameHeader& sealed, const char* payload) override;
-  void QueueData(const FrameHeader& sealed, const char* payload, const RecvDescriptor& dest) override;
+  // With `mem` covering the payload and holding this device's keys, the write uses its local key;
+  // else the payload's registration is looked up in the device's cache (and held until completion).
+  void QueueData(const FrameHeader& sealed, const char* payload, const RecvDescriptor& dest,
+                 const MemHandle* mem) override;
   bool NeedsPostedBuffer() const override { return true; }
   int queued_frames() const override { return tx_count_ - tx_posted_; }
   uint64_t queued_payload_bytes() const override { return queued_payload_bytes_; }
@@ -130,6 +133,8 @@ class RdmaPath final : public Path {
     uint32_t rkey;
     MrRef mr;  // data: the payload's registration, held until the write completes
     uint32_t wr_bytes;
+    bool has_lkey = false;  // data: the payload's local key came with NCCL's handle (else: the cache)
+    uint32_t lkey = 0;
   };
   // A receive completion not yet handed to the sink (the sink stalled, or its pair is pending).
   struct RxDone {

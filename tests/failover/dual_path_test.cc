@@ -30,6 +30,19 @@ TEST(DualPath, EquallyLossyPathsAreNotWorse) {
   EXPECT_FALSE(JudgeDualPath(W(100000, 10000, 300), W(100000, 9000, 300), true).subject_worse);
 }
 
+// Seen in a stress run (both NICs at 3% loss, CPUs saturated): one window's bursts put 4.54% on one
+// path and 1.73% on the other. Past the ratio rule, but in loss events (~470 chances per path) the
+// difference is 2.5 sigma: noise, not a worse path.
+TEST(DualPath, ABurstyDifferenceBetweenEquallyLossyPathsIsNotSignificant) {
+  DualPathVerdict v = JudgeDualPath(W(21272, 966, 280), W(20820, 360, 700), true);
+  EXPECT_FALSE(v.subject_worse) << v.why;
+  EXPECT_NE(v.why.find("(z 2."), std::string::npos) << v.why;
+  // The same ratios over four times the traffic are evidence.
+  EXPECT_TRUE(JudgeDualPath(W(4 * 21272, 4 * 966, 280), W(4 * 20820, 4 * 360, 700), false).subject_worse);
+  // One NIC at 3% against a clean one, in one 30,000-segment window (the dual_one scenario): worse.
+  EXPECT_TRUE(JudgeDualPath(W(30000, 900, 300), W(30000, 6, 300), false).subject_worse);
+}
+
 TEST(DualPath, SmallLossDifferencesAreNoise) {
   EXPECT_FALSE(JudgeDualPath(W(100000, 150, 300), W(100000, 50, 300), true).subject_worse);
 }

@@ -59,9 +59,10 @@ class RdmaLikePath final : public Path {
   bool NeedsPostedBuffer() const override { return true; }
   bool CanQueue() const override { return inner_.CanQueue(); }
   void Queue(const FrameHeader& h, const char* payload) override { inner_.Queue(h, payload); }
-  void QueueData(const FrameHeader& h, const char* payload, const RecvDescriptor& dest) override {
+  void QueueData(const FrameHeader& h, const char* payload, const RecvDescriptor& dest,
+                 const MemHandle* mem) override {
     queued_.emplace(h.seq, h.offset);
-    inner_.QueueData(h, payload, dest);
+    inner_.QueueData(h, payload, dest, mem);
   }
   int queued_frames() const override { return inner_.queued_frames(); }
   uint64_t queued_payload_bytes() const override { return inner_.queued_payload_bytes(); }

@@ -202,7 +202,7 @@ void QueueMessage(RdmaPath& a, Pair& p, SenderSink& ss, ReceiverSink& rs, const 
     h.total = size;
     h.flags = kDataFlagAckNow;
     SealHeader(&h);
-    a.QueueData(h, data + off, d);
+    a.QueueData(h, data + off, d, nullptr);
     if (size == 0) break;
   }
 }
