@@ -591,7 +591,13 @@ Status RecvComm::Progress() {
   // caller's own reply has left - instead of costing a system call on the message's critical path.
   if (cum_done_ > acked_ && (ack_now_ || cum_done_ - acked_ >= opts_.ack_batch || now - done_since_ns_ >= delay_ns))
     send = true;
-  if (send && SendAck(ack_all_paths_ || ack_requested_, ack_requested_)) {
+  // An acknowledgement that leaves nothing posted may be the last this receiver sends for a long
+  // time: its application may call nothing more on this comm until the sender, waiting on exactly
+  // this acknowledgement, moves on (a collective's last step, then a barrier). The path that last
+  // delivered data can have died right after (a cut the receiver cannot see), so it goes on every
+  // live path. While receives are posted ahead (steady streaming) one path still carries it.
+  const bool last_for_now = cum_done_ > acked_ && cum_done_ >= next_post_seq_;
+  if (send && SendAck(ack_all_paths_ || ack_requested_ || last_for_now, ack_requested_)) {
     if (ack_all_paths_) ack_all_paths_ = false;
     ack_requested_ = false;
     ack_now_ = false;

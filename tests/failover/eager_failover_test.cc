@@ -307,3 +307,106 @@ TEST(Unsolicited, AResentChunkBehindUnpostedMessagesStillArrives) {
 
 }  // namespace
 }  // namespace ff
+
+namespace ff {
+namespace {
+
+// A stream whose incoming direction the test can silence: what the peer writes stays unread, as if
+// lost behind a cut the writer does not know of yet. The outgoing direction keeps working.
+class DeafStream final : public ByteStream {
+ public:
+  DeafStream(int fd, std::shared_ptr<bool> deaf) : fd_(fd), deaf_(std::move(deaf)) {}
+  ~DeafStream() override { close(fd_); }
+  ssize_t Send(const iovec* iov, int n) override { return tcp::SendSome(fd_, iov, n); }
+  ssize_t Recv(void* buf, size_t len) override { return *deaf_ ? 0 : tcp::RecvSome(fd_, buf, len); }
+  std::string Describe() const override { return "socketpair fd " + std::to_string(fd_); }
+  int fd() const override { return -1; }
+
+ private:
+  int fd_;
+  std::shared_ptr<bool> deaf_;
+};
+
+// Seen in a stress run of the demo: a link cut right after the last chunks of an iteration crossed
+// it. The receiver completed every message it had posted and acknowledged them on the path that
+// last delivered data - the cut one - and then its application called nothing more on that comm
+// until the next iteration, which waited on the sender. The sender never completed its last sends
+// (48 s, then "lost the last path"). An acknowledgement that leaves the receiver with nothing more
+// posted may be the last one for a long time, so it goes on every live path.
+TEST(AckDelivery, TheAcknowledgementOfTheLastPostedMessageReachesTheSenderOverEveryLivePath) {
+  CommOptions o = EagerOptions();
+  o.eager_bytes = 0;  // every send completes on its acknowledgement
+  o.chunk_bytes = 32 * 1024;
+  o.stripe_min_bytes = 16 * 1024;
+  constexpr int kTrials = 8;
+  constexpr int kMsgs = 4;
+  constexpr size_t kSize = 64 * 1024;  // two chunks, striped over both paths; all fits the socket buffers
+  int stuck_trials = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    std::vector<std::unique_ptr<Path>> s, r;
+    auto deaf = std::make_shared<bool>(false);
+    for (int i = 0; i < 2; ++i) {
+      int fds[2];
+      ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+      ASSERT_TRUE(tcp::SetNonBlocking(fds[0]).ok());
+      ASSERT_TRUE(tcp::SetNonBlocking(fds[1]).ok());
+      // The sender does not hear path 1 (the cut); path 0 works both ways.
+      s.push_back(std::make_unique<StreamPath>(
+          i, std::make_unique<DeafStream>(fds[0], i == 1 ? deaf : std::make_shared<bool>(false))));
+      r.push_back(std::make_unique<StreamPath>(i, std::make_unique<DeafStream>(fds[1], std::make_shared<bool>(false))));
+    }
+    SendComm send(std::move(s), o, "receiver");
+    RecvComm recv(std::move(r), o, "sender");
+    std::vector<std::vector<char>> rbuf(kMsgs, std::vector<char>(kSize));
+    std::vector<RecvRequest*> rreq(kMsgs, nullptr);
+    for (int i = 0; i < kMsgs; ++i) {
+      void* d = rbuf[i].data();
+      uint64_t cap = kSize;
+      int tag = 5;
+      ASSERT_TRUE(recv.Irecv(1, &d, &cap, &tag, &rreq[i]).ok());
+      ASSERT_NE(rreq[i], nullptr);
+    }
+    ASSERT_TRUE(recv.Progress().ok());
+    std::vector<char> sbuf(kSize, static_cast<char>('a' + trial));
+    std::vector<SendRequest*> sreq(kMsgs, nullptr);
+    std::vector<int> sent_done(kMsgs, 0), recv_done(kMsgs, 0);
+    // The descriptors reached the sender while both directions worked; now, before the receiver
+    // reads any data, the way back on path 1 goes silent.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (int i = 0; i < kMsgs; ++i)
+      while (sreq[i] == nullptr && std::chrono::steady_clock::now() < deadline) {
+        ASSERT_TRUE(send.Isend(sbuf.data(), kSize, 5, nullptr, &sreq[i]).ok());
+        ASSERT_TRUE(send.Progress().ok());
+      }
+    for (int k = 0; k < 10; ++k) ASSERT_TRUE(send.Progress().ok());  // every chunk handed to the kernel
+    *deaf = true;
+    // Only the receiver runs: its application tests its receives until all are complete, then stops.
+    int got = 0;
+    while (got < kMsgs && std::chrono::steady_clock::now() < deadline) {
+      for (int i = 0; i < kMsgs; ++i) {
+        if (recv_done[i]) continue;
+        uint64_t sizes[kMaxRecvs];
+        ASSERT_TRUE(recv.Test(rreq[i], &recv_done[i], sizes).ok());
+        got += recv_done[i];
+      }
+    }
+    ASSERT_EQ(got, kMsgs) << "trial " << trial << ": the receiver did not get every message";
+    // Only the sender runs now: its last sends must complete on what already reached it.
+    int completed = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (completed < kMsgs && std::chrono::steady_clock::now() < until) {
+      for (int i = 0; i < kMsgs; ++i) {
+        if (sent_done[i]) continue;
+        uint64_t size = 0;
+        ASSERT_TRUE(send.Test(sreq[i], &sent_done[i], &size).ok());
+        completed += sent_done[i];
+      }
+    }
+    if (completed < kMsgs) ++stuck_trials;
+  }
+  EXPECT_EQ(stuck_trials, 0) << stuck_trials << " of " << kTrials
+                             << " trials left sends waiting on an acknowledgement that went only to the silent path";
+}
+
+}  // namespace
+}  // namespace ff
