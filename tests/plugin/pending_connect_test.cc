@@ -147,8 +147,10 @@ TEST(PendingConnect, ConnectStillCalledIsNotExpiredAndTimesOutWithAClearError) {
   // the connect must stay until its own deadline, then fail with the timeout (not "abandoned").
   DeadListener dead_listener(peer);
   const std::vector<char>& dead = dead_listener.handle();
-  auto handles = Abandon(peer, peer.ctx(), dead, 1);
+  // The connect's deadline runs from its first call (in Abandon): the clock starts before it, or a
+  // slow first call (ASan, busy CPUs) makes an on-time expiry look early (296.7 of 300 ms, seen).
   const auto start = std::chrono::steady_clock::now();
+  auto handles = Abandon(peer, peer.ctx(), dead, 1);
   void* sc = nullptr;
   ncclNetDeviceHandle_t* dc = nullptr;
   ncclResult_t r = ncclSuccess;
