@@ -251,9 +251,12 @@ def scenario_nic_degraded(binary, state_file):
     check(remote > 0, f"paths were drained: {local} by h1's senders, {remote} on the receiver's report", failures)
     check("NIC eth0 recovered" in ranks.text(1), "eth0 recovered once the errors stopped", failures)
     mib = 1 << 20
-    check(degraded_rate < 0.2 * healthy_rate,
-          f"{link} carried {degraded_rate / mib:.1f} MiB/s while degraded vs {healthy_rate / mib:.1f} MiB/s before",
-          failures)
+    # Compared with the link healthy: before the errors, or after recovery when a slow start (ASan,
+    # busy CPUs) left the window before the errors without traffic (a stress run: 0.0 vs 0.0 MiB/s).
+    healthy = max(healthy_rate, recovered_rate)
+    check(degraded_rate < 0.2 * healthy,
+          f"{link} carried {degraded_rate / mib:.1f} MiB/s while degraded vs {healthy_rate / mib:.1f} MiB/s before "
+          f"and {recovered_rate / mib:.1f} MiB/s after", failures)
     check(recovered_rate > 16 * mib, f"{link} carried {recovered_rate / mib:.1f} MiB in the second after recovery",
           failures)
     if failures:
