@@ -25,6 +25,7 @@
 #include "tcp/interfaces.h"
 #include "tcp/tcp_stream.h"
 #if FF_WITH_VERBS
+#include "plugin/verbs_reconnect.h"
 #include "plugin/verbs_setup.h"
 #include "verbs/qp_attrs.h"
 #endif
@@ -43,6 +44,7 @@ struct PathAttempt {
   uint32_t sent = 0;
 #if FF_WITH_VERBS
   std::unique_ptr<VerbsPathSetup> verbs;  // verbs: the QP brought up over this stream after the hello
+  VerbsPathRecipe recipe;                 // verbs: how to make the QP again (failback)
 #endif
 };
 
@@ -334,8 +336,8 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
         const std::vector<int> slots = st.VerbsSlots(dev, npaths);
         const int pdev = slots[static_cast<size_t>(i) % slots.size()];
         ro.key_slot = static_cast<int>(static_cast<size_t>(i) % slots.size());
-        Status vs = VerbsPathSetup::Create(VerbsPathSetup::Role::kConnector, i,
-                                           *st.verbs_devices()[static_cast<size_t>(pdev)].rdma, ro, &a.verbs);
+        a.recipe = VerbsPathRecipe{st.verbs_devices()[static_cast<size_t>(pdev)].rdma, ro};
+        Status vs = VerbsPathSetup::Create(VerbsPathSetup::Role::kConnector, i, *a.recipe.dev, ro, &a.verbs);
         if (!vs.ok()) return vs;
       }
 #endif
@@ -485,10 +487,8 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   opts.nic_watch = st.nic_watch();
   if (st.verbs()) {
     // Eager sends would post from the retransmit ring, registering and deregistering pieces of it per
-    // chunk; over verbs every send completes on its acknowledgement. Failback needs a verbs
-    // reconnector (a new QP pair), not there yet: a failed QP stays down, the others carry on.
+    // chunk; over verbs every send completes on its acknowledgement.
     opts.eager_bytes = 0;
-    opts.failback_ms = 0;
     // A completed RDMA write is in the peer's memory (RC), so the "peer holds every byte but never
     // acknowledges" re-send has nothing to recover - and a re-sent write would land in a buffer the
     // receiver may have completed and NCCL reused.
@@ -498,7 +498,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     // ERR, flushed) by the absolute rule, FLEXIFORCE_PATH_STALL_MS, before its chunks go elsewhere.
     opts.path_stall_fast_ms = 0;
   }
-  if (cfg.failback_ms > 0 && !st.verbs()) {
+  if (cfg.failback_ms > 0) {
     tcp::PathSocketOptions so;
     so.tos = pc->tos;
     so.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
@@ -506,9 +506,23 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     so.max_pacing_bytes_per_s = pc->pacing_bytes_per_s;
     std::vector<PathEndpoint> endpoints;
     for (const auto& a : pc->paths) endpoints.push_back(PathEndpoint{a.local, a.remote, a.sport_lo, a.sport_hi});
-    opts.reconnector = std::make_shared<TcpReconnector>(pc->conn_id, pc->key,
-                                                        static_cast<int>(pc->paths.size()), opts.chunk_bytes,
-                                                        opts.sla_us, std::move(endpoints), so, cfg.link_events);
+#if FF_WITH_VERBS
+    if (st.verbs()) {
+      // A failed QP comes back as a new QP on its port, set up over a rejoin stream from the bootstrap
+      // interface (plugin/verbs_reconnect.h); one attempt may take the connect timeout, 5 s at most.
+      std::vector<VerbsPathRecipe> recipes;
+      for (const auto& a : pc->paths) recipes.push_back(a.recipe);
+      so.max_pacing_bytes_per_s = 0;
+      opts.reconnector = std::make_shared<VerbsReconnector>(
+          pc->conn_id, pc->key, static_cast<int>(pc->paths.size()), opts.chunk_bytes, opts.sla_us, endpoints.front(),
+          std::move(recipes), so, cfg.link_events,
+          std::min<uint64_t>(uint64_t(cfg.connect_timeout_ms), 5000) * 1'000'000);
+    }
+#endif
+    if (!st.verbs())
+      opts.reconnector = std::make_shared<TcpReconnector>(pc->conn_id, pc->key,
+                                                          static_cast<int>(pc->paths.size()), opts.chunk_bytes,
+                                                          opts.sla_us, std::move(endpoints), so, cfg.link_events);
   }
   std::string peer = tcp::PeerToString(pc->handle.addrs[0]);
   *out = std::make_unique<SendComm>(std::move(paths), opts, peer);

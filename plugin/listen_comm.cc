@@ -24,11 +24,33 @@
 #include "tcp/interfaces.h"
 #include "tcp/tcp_stream.h"
 #if FF_WITH_VERBS
+#include "plugin/verbs_reconnect.h"
 #include "plugin/verbs_setup.h"
 #endif
 
 namespace ff {
 namespace {
+
+#if FF_WITH_VERBS
+VerbsPathRecipe AcceptorRecipe(int dev, int npaths, int index) {
+  // The acceptor's QP answers on whatever label the connector's packets carry. It sits on the slot's
+  // port and tells the sender, in its endpoint, which descriptor key slot holds that port's rkeys.
+  const std::vector<int> slots = PluginState::Get().VerbsSlots(dev, npaths);
+  VerbsPathRecipe r;
+  r.options.key_slot = static_cast<int>(static_cast<size_t>(index) % slots.size());
+  // The acceptor's QP carries the receiver's control frames: the same knobs and SLA policy as the
+  // connector's (an accept has no ncclConfig).
+  const TaskProfile& task = PluginState::Get().task();
+  sla::TrafficClassInputs tci;
+  tci.steer = task.steer;
+  tci.knob = PluginState::Get().config().traffic_class;
+  tci.level = task.level;
+  const sla::TrafficClassDecision tcd = sla::DecideTrafficClass(tci);
+  ApplyQpConfig(PluginState::Get().config(), tcd.tos, tcd.sl, &r.options.qp);
+  r.dev = PluginState::Get().verbs_devices()[static_cast<size_t>(slots[static_cast<size_t>(r.options.key_slot)])].rdma;
+  return r;
+}
+#endif
 
 // "eth0 <- 10.0.0.1": the receiving interface and the sender's address, for the statistics (the
 // sender's spine is its choice; this end cannot see it). Empty when the socket cannot say.
@@ -155,23 +177,8 @@ void ListenComm::Admit(PendingHello& p, uint64_t now) {
 #if FF_WITH_VERBS
   if (verbs_) {
     if (g.verbs.empty()) g.verbs.resize(static_cast<size_t>(npaths));
-    // The acceptor's QP answers on whatever label the connector's packets carry. It sits on the slot's
-    // port and tells the sender, in its endpoint, which descriptor key slot holds that port's rkeys.
-    const std::vector<int> slots = PluginState::Get().VerbsSlots(dev_, npaths);
-    verbs::RdmaPathOptions ro;
-    ro.key_slot = static_cast<int>(static_cast<size_t>(index) % slots.size());
-    // The acceptor's QP carries the receiver's control frames: the same knobs and SLA policy as the
-    // connector's (an accept has no ncclConfig).
-    const TaskProfile& task = PluginState::Get().task();
-    sla::TrafficClassInputs tci;
-    tci.steer = task.steer;
-    tci.knob = PluginState::Get().config().traffic_class;
-    tci.level = task.level;
-    const sla::TrafficClassDecision tcd = sla::DecideTrafficClass(tci);
-    ApplyQpConfig(PluginState::Get().config(), tcd.tos, tcd.sl, &ro.qp);
-    const int pdev = slots[static_cast<size_t>(ro.key_slot)];
-    Status vs = VerbsPathSetup::Create(VerbsPathSetup::Role::kAcceptor, index,
-                                       *PluginState::Get().verbs_devices()[static_cast<size_t>(pdev)].rdma, ro,
+    const VerbsPathRecipe recipe = AcceptorRecipe(dev_, npaths, index);
+    Status vs = VerbsPathSetup::Create(VerbsPathSetup::Role::kAcceptor, index, *recipe.dev, recipe.options,
                                        &g.verbs[static_cast<size_t>(index)]);
     if (!vs.ok()) {
       Reject(p, "cannot create its RDMA queue pair: " + vs.message());
@@ -304,12 +311,21 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     // The receiver's view of the eager threshold (the job's ranks share their configuration): a
     // buffer no larger takes only messages that may come unsolicited, so its descriptor can wait.
     opts.eager_bytes = static_cast<uint64_t>(PluginState::Get().config().eager_bytes);
-    if (verbs_) opts.failback_ms = 0;  // no verbs reconnector yet (see connector.cc)
     if (opts.failback_ms > 0 && it->first != 0) {
       tcp::PathSocketOptions so;
       so.buffer_bytes = static_cast<int>(PluginState::Get().config().socket_buffer_bytes);
       so.user_timeout_ms = PluginState::Get().config().peer_timeout_ms;
-      opts.reconnect_inbox = std::make_shared<TcpReconnectInbox>(it->first, g.key, g.npaths, g.peers, so);
+#if FF_WITH_VERBS
+      if (verbs_) {
+        // A failed QP comes back as a new one on the same port (plugin/verbs_reconnect.h).
+        std::vector<VerbsPathRecipe> recipes;
+        for (int i = 0; i < g.npaths; ++i) recipes.push_back(AcceptorRecipe(dev_, g.npaths, i));
+        opts.reconnect_inbox = std::make_shared<VerbsReconnectInbox>(
+            it->first, g.key, g.npaths, g.peers, so, std::move(recipes),
+            std::min<uint64_t>(uint64_t(PluginState::Get().config().connect_timeout_ms), 5000) * 1'000'000);
+      }
+#endif
+      if (!verbs_) opts.reconnect_inbox = std::make_shared<TcpReconnectInbox>(it->first, g.key, g.npaths, g.peers, so);
     }
     std::string peer = paths[static_cast<size_t>(first_present)]->Describe();
     std::vector<std::string> path_ends;  // for the path_up probe: each present path's remote end

@@ -24,6 +24,36 @@ struct PathEndpoint {
   uint16_t sport_hi = 0;
 };
 
+// One rejoin dial of a failed path, shared by the transports: a non-blocking connect from the path's
+// local address (and source-port range, so the same spine) to the receiver's rejoin listener, then the
+// signed rejoin hello. TCP's new path is that stream; verbs sets a new queue pair up over it.
+class RejoinDial {
+ public:
+  bool active() const { return active_; }
+  // Starts the connect (an error names the address); the attempt fails at `deadline_ns`.
+  Status Start(const PathEndpoint& ep, const sockaddr_storage& rejoin, const HelloWire& hello, uint64_t deadline_ns);
+  // kDone: connected and the hello sent (*detail: "local:port->remote:port"); TakeSocket() hands the
+  // stream over. kFailed: *detail says why, and the dial is reset.
+  Reconnector::Step Advance(uint64_t now_ns, const tcp::PathSocketOptions& options, std::string* detail);
+  tcp::Socket TakeSocket();
+  void Reset();
+
+ private:
+  bool active_ = false;
+  tcp::Socket socket_;
+  sa_family_t family_ = AF_INET;
+  std::string remote_;
+  uint64_t deadline_ns_ = 0;
+  HelloWire hello_{};
+  uint32_t sent_ = 0;
+};
+
+// The rejoin listener's address for path endpoint `ep`: its remote address with the announced port.
+sockaddr_storage RejoinAddress(const PathEndpoint& ep, uint16_t port);
+// A fresh signed rejoin hello (nonce from getrandom, the counter alone where that fails).
+HelloWire NewRejoinHello(const ConnectionKey& key, uint64_t conn_id, int path_count, int index, uint64_t chunk_bytes,
+                         uint32_t sla_us, uint64_t counter, uint64_t now_ns);
+
 class TcpReconnector final : public Reconnector {
  public:
   // `key`: the connection key (DeriveConnectionKey) its first hellos were signed with.
@@ -37,14 +67,9 @@ class TcpReconnector final : public Reconnector {
 
  private:
   struct Attempt {
-    bool connecting = false;
     int ifindex = -1;  // local interface of the path; -1 until resolved
-    tcp::Socket socket;
-    uint64_t deadline_ns = 0;
-    HelloWire hello{};
-    uint32_t sent = 0;
+    RejoinDial dial;
   };
-  sockaddr_storage RejoinAddress(int index) const;
 
   uint64_t conn_id_;
   ConnectionKey key_;
@@ -69,6 +94,8 @@ class TcpReconnectInbox final : public ReconnectInbox {
   ReconnectInfo Info() const override;
   void Poll(uint64_t now_ns) override;
   bool Take(std::vector<Arrival>* out) override;
+  // The admitted rejoin streams as they came (for a transport that sets its path up over them).
+  bool TakeSockets(std::vector<RejoinMailbox::Arrival>* out);
 
  private:
   uint64_t conn_id_;

@@ -109,8 +109,8 @@ void AsyncEvents::Handle(const ibv_async_event& e) {
     case IBV_EVENT_PORT_ACTIVE: {
       const uint8_t port = static_cast<uint8_t>(e.element.port_num);
       changed = ports_down_.erase(port) > 0;
-      FF_WARN("verbs: %s port %u: %s (%s): the port is eligible again for new connections; paths that failed "
-              "on it stay down (no failback over verbs yet)",
+      FF_WARN("verbs: %s port %u: %s (%s): the port is eligible again; paths that failed on it return as new "
+              "queue pairs through failback (FLEXIFORCE_FAILBACK_MS)",
               device_.c_str(), unsigned{port}, name.c_str(), text);
       break;
     }

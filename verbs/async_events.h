@@ -7,7 +7,8 @@
 // means for a path:
 //   IBV_EVENT_PORT_ERR                         every path on that port fails (ENETDOWN) until
 //   IBV_EVENT_PORT_ACTIVE                      makes the port eligible again (new QPs only: a failed QP
-//                                              stays down, there is no failback over verbs yet);
+//                                              stays failed; failback replaces it with a new one,
+//                                              plugin/verbs_reconnect.h);
 //   IBV_EVENT_QP_FATAL / QP_REQ_ERR / QP_ACCESS_ERR   that QP's path fails (EIO / EPROTO / EACCES);
 //   IBV_EVENT_CQ_ERR / IBV_EVENT_DEVICE_FATAL  every path on the device fails (EIO / ENODEV);
 //   IBV_EVENT_GID_CHANGE, the rest             logged only.

@@ -103,7 +103,7 @@ TEST(AsyncEvents, PortErrorFailsThePathsOnThatPortAtOnceAndPortActiveReadmitsThe
   EXPECT_EQ(b->PendingError(), ENETDOWN);
   EXPECT_EQ(fake.AsyncEventAcks(), 2);
 
-  // PORT_ACTIVE: the port takes new paths again; the failed ones stay failed (no failback over verbs).
+  // PORT_ACTIVE: the port takes new paths again; the failed ones stay failed (failback replaces them with new QPs).
   fake.InjectAsyncEvent("rxe0", IBV_EVENT_PORT_ACTIVE, 1);
   dev->events->PollNow();
   auto c = MakePath(*dev, 2);
