@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -117,7 +119,18 @@ RdmaPath::RdmaPath(int index, RdmaDevice& dev, const RdmaPathOptions& options)
 void RdmaPath::WatchPeer(int fd) {
   if (peer_fd_ >= 0) ::close(peer_fd_);
   peer_fd_ = fd;
+  peer_watch_off_ = false;
   peer_checked_ns_ = MonoNs();
+  if (fd < 0) return;
+  // The stream only has to tell of the peer process's exit, which its kernel reports with a FIN (or
+  // a reset) whatever our keepalive. Keepalive with TCP_USER_TIMEOUT would instead abort the idle
+  // stream during an outage of the interface it rides - often the failed port's own, while this QP
+  // runs on another - and the abort's reset, arriving once the link is back, reads at the peer as
+  // this process having exited: a healthy path failed on both ends.
+  const int zero = 0;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &zero, sizeof(zero));
+  const unsigned int no_timeout = 0;
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &no_timeout, sizeof(no_timeout));
 }
 
 RdmaPath::~RdmaPath() {
@@ -510,7 +523,7 @@ PumpResult RdmaPath::Poll(FrameSink& sink) {
   if (fenced_) return PumpResult::kClosed;
   // A device event is a hard signal: the path fails now, not at the watchdog's next look.
   if (CheckDeviceEvents() || event_failed_) return PumpResult::kIoError;
-  if (peer_fd_ >= 0) {
+  if (peer_fd_ >= 0 && !peer_watch_off_) {
     const uint64_t now = MonoNs();
     if (now - peer_checked_ns_ >= kPeerWatchNs) {
       peer_checked_ns_ = now;
@@ -524,14 +537,14 @@ PumpResult RdmaPath::Poll(FrameSink& sink) {
         return PumpResult::kClosed;
       }
       if (r < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
-        // The stream's own network failed (keepalive and TCP_USER_TIMEOUT give ETIMEDOUT once its
-        // interface is down; an unreachable route gives EHOSTUNREACH), not the peer process: the
-        // stream may ride the very interface whose port failed while this QP runs on another one.
-        // The QP carries on; only the peer-exit watch ends (the socket reads EOF from now on).
+        // The stream's own network failed (an unreachable route gives EHOSTUNREACH), not the peer
+        // process: the stream may ride the very interface whose port failed while this QP runs on
+        // another one. The QP carries on; only the peer-exit watch ends. The socket stays open until
+        // the path goes: closing it now would send the live peer a FIN, which it would read as this
+        // process having exited.
         FF_INFO(NCCL_NET, "verbs: path %d (%s): bootstrap stream failed (%s); no longer watching it for the peer's exit",
                 index(), describe_.c_str(), std::strerror(err));
-        ::close(peer_fd_);
-        peer_fd_ = -1;
+        peer_watch_off_ = true;
       }
     }
   }

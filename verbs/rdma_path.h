@@ -200,6 +200,7 @@ class RdmaPath final : public Path {
   uint64_t wrs_posted_ = 0;
   uint64_t last_progress_ns_ = 0;
   int peer_fd_ = -1;
+  bool peer_watch_off_ = false;  // the watch stream failed on its own network: kept open, not read
   uint64_t peer_checked_ns_ = 0;
   uint64_t events_seen_ = 0;  // AsyncEvents::generation() last checked
   bool event_failed_ = false;  // an async event failed this path (rx_error_ names it)

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -183,8 +184,9 @@ TEST(AsyncEvents, ADestroyedQpsFailureDoesNotFollowItsNumber) {
 }
 
 // The bootstrap-stream watch: EOF is the peer process gone (the path ends); an error of the stream's
-// own network (here ECONNREFUSED on a connected UDP socket; in the VM, ETIMEDOUT from keepalive once
-// the stream's interface is down) only ends the watch, and the QP carries on.
+// own network (here ECONNREFUSED on a connected UDP socket; in the VM, an unreachable route while the
+// stream's interface is down) only ends the watch, and the QP carries on. The failed stream stays
+// open until the path goes: closing it would send a live peer the FIN it reads as this process's exit.
 TEST(RdmaPathPeerWatch, EofEndsThePathAStreamErrorOnlyEndsTheWatch) {
   testing::FakeVerbs fake("rxe0=A");
   auto dev = Open(fake, "rxe0", 1);
@@ -216,7 +218,44 @@ TEST(RdmaPathPeerWatch, EofEndsThePathAStreamErrorOnlyEndsTheWatch) {
   b->WatchPeer(u);
   EXPECT_EQ(PollFor(*b, 100), PumpResult::kIdle);
   EXPECT_EQ(b->PendingError(), 0);
-  EXPECT_EQ(fcntl(u, F_GETFD), -1);  // the path closed the failed stream: the watch is over
+  EXPECT_NE(fcntl(u, F_GETFD), -1) << "the failed stream was closed while the path lives";
+  EXPECT_EQ(PollFor(*b, 30), PumpResult::kIdle);
+  b.reset();
+  EXPECT_EQ(fcntl(u, F_GETFD), -1) << "the path's end did not close its stream";
+}
+
+// The watch stream has no keepalive and no TCP_USER_TIMEOUT once watched, whatever the bootstrap set:
+// an outage of the interface it rides must not abort it (the abort's reset, arriving once the link is
+// back, would read at the peer as this process's exit and fail a healthy path there; seen in the VM's
+// failback run before this).
+TEST(RdmaPathPeerWatch, TheWatchedStreamCannotTimeOutDuringAnOutage) {
+  testing::FakeVerbs fake("rxe0=A");
+  auto dev = Open(fake, "rxe0", 1);
+  auto a = MakePath(*dev, 0);
+  const int l = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(l, reinterpret_cast<sockaddr*>(&at), sizeof(at)), 0);
+  ASSERT_EQ(listen(l, 1), 0);
+  socklen_t len = sizeof(at);
+  ASSERT_EQ(getsockname(l, reinterpret_cast<sockaddr*>(&at), &len), 0);
+  const int c = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&at), sizeof(at)), 0);
+  const int one = 1;
+  const unsigned int timeout_ms = 10000;
+  ASSERT_EQ(setsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0);
+  ASSERT_EQ(setsockopt(c, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms, sizeof(timeout_ms)), 0);
+  a->WatchPeer(c);
+  int keepalive = -1;
+  unsigned int user_timeout = 1;
+  socklen_t ilen = sizeof(keepalive), ulen = sizeof(user_timeout);
+  ASSERT_EQ(getsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &keepalive, &ilen), 0);
+  ASSERT_EQ(getsockopt(c, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, &ulen), 0);
+  EXPECT_EQ(keepalive, 0);
+  EXPECT_EQ(user_timeout, 0u);
+  EXPECT_EQ(PollFor(*a, 30), PumpResult::kIdle);
+  ::close(l);
 }
 
 }  // namespace

@@ -64,12 +64,15 @@ down_ms="$(awk -v a="${s[0]}" -v b="${s[1]}" 'BEGIN { printf "%.0f", (b - a) * 1
 back_ms="$(awk -v a="${s[1]}" -v b="${s[2]}" 'BEGIN { printf "%.0f", (b - a) * 1000 }')"
 echo "FAILBACK down_ms=$down_ms up_to_failback_ms=$back_ms va0_tx_after=$tx_after"
 grep "failback to\|reconnected (failback)" "$out" | sed 's/^/TIMELINE /'
-# The returned path is a new QP: the failback line names it, the failed path's line the old one.
-new_qp="$(grep -m1 "failback to" "$out" | grep -o 'rxe_a0:1 qp [0-9]*' | head -n1 || true)"
-old_qp="$(grep "is down" "$out" | grep -o 'rxe_a0:1 qp [0-9]*' | head -n1 || true)"
-echo "FAILBACK old=[$old_qp] new=[$new_qp]"
-[ -n "$new_qp" ] || fail "the failback line names no rxe_a0 queue pair"
-[ -z "$old_qp" ] || [ "$old_qp" != "$new_qp" ] || fail "the returned path reuses the failed QP ($old_qp)"
+# The returned path is a new QP: rxe_a0's queue pairs named by the failback lines are none of those
+# named by the failed paths' lines.
+new_qps="$(grep "failback to" "$out" | grep -o 'rxe_a0:1 qp [0-9]*' | sort -u | tr '\n' ',' || true)"
+old_qps="$(grep "is down" "$out" | grep -o 'rxe_a0:1 qp [0-9]*' | sort -u | tr '\n' ',' || true)"
+echo "FAILBACK failed=[$old_qps] returned=[$new_qps]"
+[ -n "$new_qps" ] || fail "no failback line names an rxe_a0 queue pair"
+while IFS= read -r q; do
+  [ -z "$q" ] || ! grep -q "$q," <<<"$old_qps" || fail "the returned path reuses a failed QP ($q)"
+done < <(tr ',' '\n' <<<"$new_qps")
 # RoCE at MTU 1024: each remaining 1-4 MiB step on the returned QP is thousands of packets.
 [ "$tx_after" -gt 1000 ] || fail "va0 sent only $tx_after packets after the failback: the returned path carried no data"
 rm -f "$out"
