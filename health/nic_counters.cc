@@ -18,7 +18,7 @@ struct DirCloser {
 
 constexpr std::string_view kNetNames[kNetCounterCount] = {
     "rx_packets", "rx_bytes", "rx_crc_errors", "rx_frame_errors", "rx_errors",
-    "rx_dropped", "tx_errors", "carrier_changes", "speed",
+    "rx_dropped", "tx_errors", "tx_packets", "carrier_changes", "speed",
 };
 constexpr std::string_view kRdmaNames[kRdmaCounterCount] = {
     "symbol_error",          "link_error_recovery",        "link_downed",
@@ -66,23 +66,42 @@ NicCounterReader::NicCounterReader(const std::string& root, const std::string& i
 
   // RoCE: the PCI function of the netdev also carries an RDMA device.
   auto ib = ListDir(ifdir + "/device/infiniband");
-  if (ib.empty()) return;
-  const std::string ibdir = root + "/sys/class/infiniband/" + ib.front();
-  auto ports = ListDir(ibdir + "/ports");
-  if (ports.empty()) return;
-  std::vector<uint32_t> numbers;
-  for (const auto& p : ports) {
-    if (auto v = pcie::ParseU64(p)) numbers.push_back(static_cast<uint32_t>(*v));
+  std::string ibdir;
+  uint32_t port = 0;
+  if (!ib.empty()) {
+    ibdir = root + "/sys/class/infiniband/" + ib.front();
+    std::vector<uint32_t> numbers;
+    for (const auto& p : ListDir(ibdir + "/ports")) {
+      if (auto v = pcie::ParseU64(p)) numbers.push_back(static_cast<uint32_t>(*v));
+    }
+    if (numbers.empty()) return;
+    std::sort(numbers.begin(), numbers.end());
+    port = numbers.front();
+    // Two-port adapters with one IB device (mlx4) expose one netdev per port; dev_port tells which.
+    pcie::SysfsAttribute dev_port(ifdir + "/dev_port");
+    if (auto dp = dev_port.ReadU64(nullptr)) {
+      if (std::find(numbers.begin(), numbers.end(), *dp + 1) != numbers.end()) port = static_cast<uint32_t>(*dp + 1);
+    }
+    rdma_device_ = ib.front();
+  } else {
+    // No device behind the interface (Soft-RoCE on a veth): the port whose first GID is on it.
+    const std::string classdir = root + "/sys/class/infiniband/";
+    for (const auto& dev : ListDir(classdir)) {
+      for (const auto& p : ListDir(classdir + dev + "/ports")) {
+        char buf[64];
+        pcie::SysfsAttribute ndev(classdir + dev + "/ports/" + p + "/gid_attrs/ndevs/0");
+        auto text = ndev.ReadText(buf, sizeof buf);
+        auto num = pcie::ParseU64(p);
+        if (!text || !num || *text != ifname) continue;
+        rdma_device_ = dev;
+        port = static_cast<uint32_t>(*num);
+        break;
+      }
+      if (!rdma_device_.empty()) break;
+    }
+    if (rdma_device_.empty()) return;
+    ibdir = classdir + rdma_device_;
   }
-  if (numbers.empty()) return;
-  std::sort(numbers.begin(), numbers.end());
-  uint32_t port = numbers.front();
-  // Two-port adapters with one IB device (mlx4) expose one netdev per port; dev_port tells which.
-  pcie::SysfsAttribute dev_port(ifdir + "/dev_port");
-  if (auto dp = dev_port.ReadU64(nullptr)) {
-    if (std::find(numbers.begin(), numbers.end(), *dp + 1) != numbers.end()) port = static_cast<uint32_t>(*dp + 1);
-  }
-  rdma_device_ = ib.front();
   rdma_port_ = port;
   const std::string cdir = ibdir + "/ports/" + std::to_string(port) + "/counters/";
   for (size_t i = 0; i < kRdmaCounterCount; ++i) rdma_[i] = pcie::SysfsAttribute(cdir + std::string(kRdmaNames[i]));

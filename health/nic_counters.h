@@ -25,6 +25,7 @@ enum class NetCounter : uint8_t {
   kRxErrors,
   kRxDropped,
   kTxErrors,
+  kTxPackets,
   kCarrierChanges,
   kSpeedMbps,
   kCount,
@@ -87,7 +88,9 @@ class NicCounterReader {
  public:
   // root "" reads the real /sys. The RDMA device is the one listed under
   // <if>/device/infiniband/ (RoCE NICs); its port is <if>/dev_port + 1 when that port exists,
-  // else the lowest-numbered port.
+  // else the lowest-numbered port. A software RDMA device on a virtual interface (Soft-RoCE on a
+  // veth has no <if>/device) is found by the port whose GID table names the interface
+  // (ports/<p>/gid_attrs/ndevs/0).
   NicCounterReader(const std::string& root, const std::string& ifname);
 
   const std::string& ifname() const { return ifname_; }

@@ -47,6 +47,7 @@ struct NicHealthMonitor::Nic {
                              .soft_window = config.soft_window,
                              .recovery_stable = config.recovery_stable}) {
     if (auto bdf = pcie::ResolveNetInterfacePciAddress(config.root, name)) pcie = pcie::PcieLinkReader(config.root, *bdf);
+    has_loss = counters.has_rdma() && counters.has_rdma_loss_counters();
   }
 
   std::string ifname;
@@ -60,6 +61,8 @@ struct NicHealthMonitor::Nic {
   nanoseconds prev_time{0};
   NetCounters net, prev_net;
   RdmaCounters rdma, prev_rdma;
+  bool has_loss = false;  // the port keeps transport loss counters (hw_counters)
+  RdmaLossCounters loss, prev_loss;
   FecStatus fec_status = FecStatus::kUnsupported;
   FecStats fec, prev_fec;
   pcie::PcieLinkState link, prev_link;
@@ -119,6 +122,7 @@ void NicHealthMonitor::Sample(Nic& nic, nanoseconds now, std::vector<NicVerdictC
   ++nic.samples;
   nic.counters.ReadNet(&nic.net, warn_);
   if (nic.counters.has_rdma()) nic.counters.ReadRdma(&nic.rdma, warn_);
+  if (nic.has_loss) nic.counters.ReadRdmaLoss(&nic.loss, warn_);
   if (nic.fec_present) {
     nic.fec_status = fec_.Read(nic.ifname, &nic.fec, &nic.fec_error);
     if (nic.fec_status == FecStatus::kError && !nic.fec_warned) {
@@ -173,6 +177,31 @@ void NicHealthMonitor::Sample(Nic& nic, nanoseconds now, std::vector<NicVerdictC
         Append(&why, "rdma %s port %u %s +%" PRIu64 " in %.0f ms", nic.counters.rdma_device().c_str(),
                nic.counters.rdma_port(), RdmaCounterName(static_cast<RdmaCounter>(i)).data(), *d, dt_ms);
     }
+    if (nic.has_loss) {
+      // Transport loss on the wire (see the header); the counter names that rose go in the reason.
+      static constexpr RdmaLossCounter kLoss[] = {
+          RdmaLossCounter::kOutOfSequence, RdmaLossCounter::kPacketSeqErr, RdmaLossCounter::kImpliedNakSeqErr,
+          RdmaLossCounter::kRxeOutOfSeqRequest, RdmaLossCounter::kRxeRcvdSeqErr};
+      uint64_t events = 0;
+      std::string which;
+      for (RdmaLossCounter c : kLoss) {
+        const size_t i = static_cast<size_t>(c);
+        if (auto d = Delta(nic.prev_loss.values[i], nic.loss.values[i]); d && *d) {
+          events += *d;
+          which += (which.empty() ? "" : ", ") + std::string(RdmaLossCounterName(c)) + " +" + std::to_string(*d);
+        }
+      }
+      if (events != 0) {
+        const auto rx = Delta(nic.prev_net[NetCounter::kRxPackets], nic.net[NetCounter::kRxPackets]);
+        const auto tx = Delta(nic.prev_net[NetCounter::kTxPackets], nic.net[NetCounter::kTxPackets]);
+        const uint64_t pkts = std::max<uint64_t>(rx.value_or(0) + tx.value_or(0), 1);
+        const double rate = static_cast<double>(events) / static_cast<double>(pkts);
+        if (rate > config_.rdma_loss_rate)
+          Append(&why, "rdma %s port %u hidden loss %.2g per packet > %.2g (%s over %" PRIu64 " packets in %.0f ms)",
+                 nic.counters.rdma_device().c_str(), nic.counters.rdma_port(), rate, config_.rdma_loss_rate,
+                 which.c_str(), pkts, dt_ms);
+      }
+    }
     const std::pair<const std::optional<uint64_t>*, const std::optional<uint64_t>*> aer[] = {
         {&nic.prev_link.aer_correctable, &nic.link.aer_correctable},
         {&nic.prev_link.aer_nonfatal, &nic.link.aer_nonfatal},
@@ -214,6 +243,7 @@ void NicHealthMonitor::Sample(Nic& nic, nanoseconds now, std::vector<NicVerdictC
   nic.prev_time = now;
   nic.prev_net = nic.net;
   nic.prev_rdma = nic.rdma;
+  nic.prev_loss = nic.loss;
   nic.prev_fec = nic.fec;
   nic.prev_link = nic.link;
 

@@ -33,6 +33,14 @@ namespace ff::health {
 //  - any rise of an RDMA port error counter (symbol_error, link_error_recovery, link_downed,
 //    port_rcv_errors, local_link_integrity_errors, excessive_buffer_overrun_errors), of
 //    carrier_changes (a flapping link), or of a PCIe AER total.
+//  - RDMA hidden loss: the port's counters of sequence gaps (hw_counters: out_of_sequence,
+//    packet_seq_err, implied_nak_seq_err; rxe's out_of_seq_request, rcvd_seq_err: a packet that
+//    never arrived, seen by the responder or NAKed to the requester) over the interface's packets
+//    (rx + tx: RoCE traffic crosses a software device's netdev) > rdma_loss_rate. Left out:
+//    retransmission timeouts and duplicate requests (local_ack_timeout_err, completer_retry_err,
+//    duplicate_request), which a busy host's late timers cause on a healthy link - the analogue of
+//    TCP's DSACK-reported spurious retransmissions (seen under Soft-RoCE in the VM: 25 duplicates
+//    in 1625 packets before any loss was injected); and RNR and buffer shortages (a slow receiver).
 //  - PCIe current width/speed below what the link can reach (the smaller of the device's and
 //    the upstream port's maxima) or below what the first sample saw. This is a state, not a
 //    delta, so it counts from the first sample on and keeps counting while it lasts.
@@ -44,6 +52,12 @@ struct NicHealthConfig {
   double fec_error_rate = 1e-6;     // uncorrectable blocks per received packet (the article's 1e-6)
   double fec_corrected_ber = 1e-5;  // pre-FEC BER; RS(544,514) corrects up to ~2.4e-4
   double crc_error_rate = 1e-6;     // CRC + framing errors per received packet
+  // Loss events per packet on an RDMA port. A RoCE fabric is run lossless (PFC): a healthy port
+  // counts none, so any steady rate is a fault; 1e-3 keeps a stray NAK in a quiet 100 ms sample
+  // (one event over a few packets is a high ratio, but needs 3 such samples in 500 ms) apart from
+  // a link that loses 1 packet in 1000 - where go-back-N retransmission already costs more
+  // throughput than moving the traffic does.
+  double rdma_loss_rate = 1e-3;
   bool pcie_degradation = true;     // count PCIe width/speed below capability as a detection
   int soft_detections = 3;
   std::chrono::nanoseconds soft_window = std::chrono::milliseconds(500);

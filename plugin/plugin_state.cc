@@ -174,6 +174,10 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
   if (config_->nic_health) {
     std::vector<std::string> names;
     for (const auto& d : devices_) names.push_back(d.name);
+    // Over verbs the paths' interfaces are the RDMA ports' netdevs (their counters, and the port's
+    // loss counters, judge the QPs on them); the handshake interfaces may be others.
+    for (const auto& v : verbs_devices_)
+      if (!v.netdev.empty() && std::find(names.begin(), names.end(), v.netdev) == names.end()) names.push_back(v.netdev);
     nic_watch_ = std::make_unique<NicWatch>(config_->sysfs_root, names);
   }
   task_ = TaskProfile::Load(config_->stats_enabled, config_->stats_keep, config_->stats_dir, config_->stats_slots);
