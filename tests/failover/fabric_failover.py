@@ -205,6 +205,18 @@ def write_nic_fixture(root, ifname, values):
     write_atomic(os.path.join(root, "sys", "class", "net", ifname, "carrier_changes"), "2\n")
 
 
+def wait_for_traffic(state_file, link, timeout_s, min_bytes=4 << 20):
+    """Waits (at least CUT_AFTER_S) until `link` moves min_bytes within 0.25 s; False on timeout."""
+    time.sleep(CUT_AFTER_S)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        b0 = fh.link_bytes(state_file, link)
+        time.sleep(0.25)
+        if fh.link_bytes(state_file, link) - b0 >= min_bytes:
+            return True
+    return False
+
+
 def scenario_nic_degraded(binary, state_file):
     state = fh.load_state(state_file)
     failures = []
@@ -217,7 +229,11 @@ def scenario_nic_degraded(binary, state_file):
     ranks = fh.Ranks(binary, state_file, ALLREDUCE + ["--warmup", "60", "--timeout-s", "150"], env,
                      ("NCCL_SOCKET_IFNAME",), control_rail=1, rank_env={1: {"FLEXIFORCE_SYSFS_ROOT": root}})
     try:
-        time.sleep(CUT_AFTER_S)
+        # The errors must come while h1 carries traffic: its NIC monitor samples from the
+        # communicators' progress. A fixed delay failed in a stress run (two busy loops and a VM on
+        # 2 CPUs): the ranks were still connecting through the whole error window - nothing sampled
+        # it, nothing was declared (0.0 MiB/s "before").
+        check(wait_for_traffic(state_file, link, 60.0), f"{link} carried traffic before the errors began", failures)
         b0 = fh.link_bytes(state_file, link)
         time.sleep(0.5)
         healthy_rate = (fh.link_bytes(state_file, link) - b0) / 0.5
