@@ -199,5 +199,35 @@ TEST_F(VerbsReconnect, AnExchangeThatStopsMidwayFailsWithinTheSetupTimeOnBothEnd
   EXPECT_EQ(out, nullptr);
 }
 
+TEST_F(VerbsReconnect, ARejoinNotSignedWithTheConnectionsKeyGetsNoQueuePair) {
+  auto inbox = MakeInbox();
+  const ReconnectInfo info = inbox->Info();
+  ASSERT_NE(info.port, 0);
+  sockaddr_storage listener = Loopback();
+  reinterpret_cast<sockaddr_in*>(&listener)->sin_port = htons(info.port);
+  HandleSecret other{};
+  other[0] = 8;  // not the connection's secret
+  const ConnectionKey wrong = DeriveConnectionKey(other, kConnId, 99);
+  tcp::Socket sock;
+  ASSERT_TRUE(tcp::StartConnect(listener, nullptr, 0, 0, &sock).ok());
+  const HelloWire forged = NewRejoinHello(wrong, kConnId, 2, 0, 1 << 20, 50, 1, 1);
+  bool sent = false, closed = false;
+  const uint64_t end = Now() + 3'000'000'000;
+  while (!closed && Now() < end) {
+    int err = 0;
+    if (!sent && tcp::PollConnect(sock.fd(), &err) == tcp::ConnectProgress::kConnected) {
+      ASSERT_EQ(::send(sock.fd(), &forged, sizeof(forged), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(forged)));
+      sent = true;
+    }
+    inbox->Poll(Now());
+    EXPECT_EQ(inbox->in_setup(), 0u) << "a forged rejoin started a queue pair exchange";
+    char byte;
+    closed = sent && ::recv(sock.fd(), &byte, 1, MSG_DONTWAIT) == 0;
+  }
+  EXPECT_TRUE(closed) << "the hub left the forger's stream open";
+  std::vector<ReconnectInbox::Arrival> arrivals;
+  EXPECT_FALSE(inbox->Take(&arrivals));
+}
+
 }  // namespace
 }  // namespace ff
