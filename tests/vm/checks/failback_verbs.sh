@@ -6,7 +6,9 @@
 # FLEXIFORCE_FAILBACK_MS, the sender reconnects the path as a new QP (a new QPN) over a rejoin stream,
 # the receiver adopts it, and RoCE traffic leaves va0 again. Checked: exact results, the sender's
 # "failback to" and the receiver's "reconnected (failback)" lines, a new QPN on the returned path, and
-# va0 sending packets after the failback. Prints `FAILBACK down_ms= up_to_failback_ms= va0_tx_after=`.
+# va1 carrying the traffic while va0 is down, va0 sending packets after the failback. Prints
+# `FAILBACK down_ms= up_to_failback_ms= va1_tx_while_down= va0_tx_after=`. (It covers the lane's port-down
+# failover too: checks/failover_verbs.sh stays for its trials and the silent-drop variant.)
 # FF_FAILBACK_ITERS (default 60) must keep the job running past the failback (the check says so if
 # the job ended first).
 set -euo pipefail
@@ -27,11 +29,13 @@ stamps="$(mktemp)"
   ip link show va0 >/dev/null
   sleep 0.5
   date +%s.%N >"$stamps"
+  counter va1 tx_packets >"$stamps.va1"
   ip link set va0 down
   # Down until the plugin has failed the QP over (or 10 s), then 1 s more.
   for ((i = 0; i < 100; i++)); do grep -q "is down" "$out" && break; sleep 0.1; done
   sleep 1
   date +%s.%N >>"$stamps"
+  echo $(($(counter va1 tx_packets) - $(cat "$stamps.va1"))) >"$stamps.va1"  # while va0 was down
   ip link set va0 up
   for ((i = 0; i < 100; i++)); do grep -q ACTIVE /sys/class/infiniband/rxe_a0/ports/1/state && break; sleep 0.1; done
   # The sender logs its failback; va0's packets from then on are the new QP's (and a few TCP acks).
@@ -51,7 +55,8 @@ tx_end=$(counter va0 tx_packets)
 ip link set va0 up
 cat "$out"
 mapfile -t s <"$stamps"
-rm -f "$stamps"
+va1_during="$(cat "$stamps.va1" 2>/dev/null || echo 0)"
+rm -f "$stamps" "$stamps.va1"
 [ "$rc" -eq 0 ] || fail "the job did not survive the port going down and coming back (exit $rc)"
 grep -q "all checks passed" "$out" || fail "no exact-result confirmation"
 grep -q "is down" "$out" || fail "the plugin logged no failed QP: did the cut hit the job?"
@@ -62,7 +67,8 @@ grep -q "reconnected (failback)" "$out" || fail "the receiver logged no adopted 
 tx_after=$((tx_end - s[3]))
 down_ms="$(awk -v a="${s[0]}" -v b="${s[1]}" 'BEGIN { printf "%.0f", (b - a) * 1000 }')"
 back_ms="$(awk -v a="${s[1]}" -v b="${s[2]}" 'BEGIN { printf "%.0f", (b - a) * 1000 }')"
-echo "FAILBACK down_ms=$down_ms up_to_failback_ms=$back_ms va0_tx_after=$tx_after"
+echo "FAILBACK down_ms=$down_ms up_to_failback_ms=$back_ms va1_tx_while_down=$va1_during va0_tx_after=$tx_after"
+[ "$va1_during" -gt 1000 ] || fail "va1 sent only $va1_during packets while va0 was down: the traffic did not fail over"
 grep "failback to\|reconnected (failback)" "$out" | sed 's/^/TIMELINE /'
 # The returned path is a new QP: rxe_a0's queue pairs named by the failback lines are none of those
 # named by the failed paths' lines.
