@@ -51,6 +51,7 @@ bool VerbsReconnector::Ready(int index, uint64_t now_ns, uint64_t stable_ns) {
   if (!link_events_) return true;
   const int bootstrap_if = tcp::InterfaceIndexOfAddress(bootstrap_.local);
   if (bootstrap_if <= 0) return true;
+  LinkMonitor::Get().Poll(now_ns);  // rate-limited inside; VerbsPortReady may have polled already
   return LinkMonitor::Get().StableUp(bootstrap_if, now_ns, stable_ns);
 }
 
