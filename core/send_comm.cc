@@ -508,8 +508,13 @@ void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
   }
   for (uint32_t i = 0; i < a.descriptors; ++i) {
     const RecvDescriptor& x = d[i];
-    // Descriptors for messages already acknowledged, or beyond what we keep, are repeats or lies.
-    if (x.seq < acked_seq_ || x.seq >= acked_seq_ + kDescWindow - kMaxMsgs || x.group_n == 0 ||
+    // A descriptor of an acknowledged message still matters while a later message of its group is
+    // owed: Match needs the whole group's tags. Acknowledgements and descriptors travel on different
+    // paths, so the acknowledgement can be read first. Older ones, or beyond what we keep, are
+    // repeats or lies. (Slots [acked - kMaxMsgs, acked) never alias the window ahead.)
+    static_assert(kMaxRecvs <= kMaxMsgs, "a group must fit in the acknowledged slots kept");
+    const uint64_t oldest = acked_seq_ >= kMaxRecvs - 1 ? acked_seq_ - (kMaxRecvs - 1) : 0;
+    if (x.seq < oldest || x.seq >= acked_seq_ + kDescWindow - kMaxMsgs || x.group_n == 0 ||
         x.group_n > kMaxRecvs || x.group_idx >= x.group_n || x.group_idx > x.seq)
       continue;
     const uint64_t slot = x.seq % kDescWindow;
