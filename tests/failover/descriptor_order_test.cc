@@ -18,23 +18,11 @@
 #include "tcp/byte_stream.h"
 #include "tcp/socket.h"
 #include "tcp/stream_path.h"
+#include "tests/failover/socketpair_stream.h"
 
 namespace ff {
 namespace {
 
-// One end of a socketpair (no TCP_INFO: fd() is -1).
-class PairStream final : public ByteStream {
- public:
-  explicit PairStream(int fd) : fd_(fd) {}
-  ~PairStream() override { close(fd_); }
-  ssize_t Send(const iovec* iov, int n) override { return tcp::SendSome(fd_, iov, n); }
-  ssize_t Recv(void* buf, size_t len) override { return tcp::RecvSome(fd_, buf, len); }
-  std::string Describe() const override { return "socketpair fd " + std::to_string(fd_); }
-  int fd() const override { return -1; }
-
- private:
-  int fd_;
-};
 
 struct RawReceiver {
   std::unique_ptr<SendComm> send;
@@ -57,7 +45,7 @@ void MakeSender(int npaths, RawReceiver* r) {
     int fds[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
     ASSERT_TRUE(tcp::SetNonBlocking(fds[0]).ok());
-    paths.push_back(std::make_unique<StreamPath>(i, std::make_unique<PairStream>(fds[0])));
+    paths.push_back(std::make_unique<StreamPath>(i, std::make_unique<testing::FdStream>(fds[0])));
     r->fds.push_back(fds[1]);
   }
   r->send = std::make_unique<SendComm>(std::move(paths), o, "raw receiver");

@@ -24,22 +24,12 @@
 #include "tcp/byte_stream.h"
 #include "tcp/socket.h"
 #include "tcp/stream_path.h"
+#include "tests/failover/socketpair_stream.h"
 
 namespace ff {
 namespace {
 
-class FdStream final : public ByteStream {
- public:
-  explicit FdStream(int fd) : fd_(fd) {}
-  ~FdStream() override { close(fd_); }
-  ssize_t Send(const iovec* iov, int n) override { return tcp::SendSome(fd_, iov, n); }
-  ssize_t Recv(void* buf, size_t len) override { return tcp::RecvSome(fd_, buf, len); }
-  std::string Describe() const override { return "socketpair fd " + std::to_string(fd_); }
-  int fd() const override { return -1; }
-
- private:
-  int fd_;
-};
+using testing::FdStream;
 
 struct Event {
   std::string what;  // "fence" or "data"
