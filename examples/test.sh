@@ -6,6 +6,9 @@
 # (tests/stress_suite.sh builds first, so its rounds time the tests, not the compiler).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One line per lane with the seconds since the start, so a CI log shows where its time went.
+lane() { echo "test.sh: +${SECONDS}s $*"; }
+lane "setup and plain build"
 bash examples/setup.sh
 if [ "${FF_BUILD_ONLY:-0}" = 1 ]; then
   [ "${FF_SKIP_SANITIZERS:-0}" != 1 ] &&
@@ -14,13 +17,16 @@ if [ "${FF_BUILD_ONLY:-0}" = 1 ]; then
     FF_BUILD_DIR=build-tsan FF_CMAKE_ARGS="-DFF_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" bash examples/setup.sh
   exit 0
 fi
+lane "plain tests"
 ctest --test-dir "${FF_BUILD_DIR:-build}" -j2 --output-on-failure --timeout 600
 
 if [ "${FF_SKIP_SANITIZERS:-0}" != 1 ]; then
+  lane "ASan+UBSan build"
   FF_BUILD_DIR=build-asan FF_CMAKE_ARGS="-DFF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" bash examples/setup.sh
   # Sanitized binaries are slower: the long random-size conformance test is covered by the plain
   # build above. FF_SANITIZED tells the dual-path scenarios that a comparison window will not see
   # the 20,000 segments a verdict needs, so there they check exact results and that comparisons ran.
+  lane "ASan+UBSan tests"
   FF_SANITIZED=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan -j2 --output-on-failure --timeout 900 -E "ThousandsOfRandomSized"
 fi
@@ -30,7 +36,9 @@ if [ "${FF_SKIP_TSAN:-0}" != 1 ]; then
   # hooks from others, and process-wide state (link monitor, NIC verdicts, rejoin hub, statistics)
   # is shared. Unit, conformance and loopback collective tests; the emulator's timing-bound
   # scenarios stay in the plain and ASan lanes.
+  lane "TSan build"
   FF_BUILD_DIR=build-tsan FF_CMAKE_ARGS="-DFF_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" bash examples/setup.sh
+  lane "TSan tests"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 \
       -LE "root|fabric|failover|bench|probe" -E "ThousandsOfRandomSized"
@@ -43,6 +51,7 @@ fi
 # qemu or the kernel package cannot be had (or not root), its tests exit 77 and ctest lists them as
 # skipped, not failed.
 if [ "${FF_VM_LANE:-1}" != 0 ]; then
+  lane "VM lane"
   cmake -S tests/vm -B "${FF_VM_BUILD_DIR:-build-vm}" >/dev/null
   ctest --test-dir "${FF_VM_BUILD_DIR:-build-vm}" -L vm --output-on-failure --timeout 900
 fi
@@ -50,5 +59,7 @@ fi
 if [ "${FF_SKIP_FUZZ:-0}" != 1 ]; then
   # libFuzzer (clang): frame headers, listen handles, hellos/rejoins, topology JSON, statistics files,
   # 15 s each (CI's time is bounded); skips with a message where clang or libFuzzer is missing.
+  lane "fuzz lane"
   bash tests/fuzz/run_fuzz.sh 15
 fi
+lane "done"
