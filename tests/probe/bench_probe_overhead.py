@@ -16,7 +16,8 @@ one probe site in CPU ns per call: compiled out, compiled in and not attached, a
 must count every call), and relates that to the job's CPU per message. Needs root for `on`.
 
 usage: bench_probe_overhead.py FLEXIFORCE FF_COLLECTIVE PLUGIN_SO [--no-usdt-plugin SO] [--trials N]
-       [--ranks N] [--min-bytes 1M] [--max-bytes 16M] [--iters N] [--microbench EXE] [--json FILE] [--check]"""
+       [--ranks N] [--min-bytes 1M] [--max-bytes 16M] [--iters N] [--microbench EXE] [--json FILE] [--pin]
+       [--check]"""
 import argparse
 import atexit
 import json
@@ -24,6 +25,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +47,8 @@ ap.add_argument("--iters", type=int, default=50)
 ap.add_argument("--microbench", default=os.environ.get("FF_PROBE_MICROBENCH"),
                 help="ff-probe-microbench: also measure one probe site's CPU cost, attached and not")
 ap.add_argument("--json", help="also write every sample here")
+ap.add_argument("--pin", action="store_true",
+                help="launch each rank on its own, pinned to CPU rank mod ncpu (taskset), instead of --launch-local")
 ap.add_argument("--check", action="store_true", help="one short trial; exit 1 unless every count is exact")
 a = ap.parse_args()
 if a.check:
@@ -73,11 +77,28 @@ def run_driver(plugin):
     run_no += 1
     task = f"probe-bench-{os.getpid()}-{run_no}"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = subprocess.run([a.driver, "--ranks", str(a.ranks), "--launch-local", "--backend", "plugin", "--plugin", plugin,
-                        "--coll", "allreduce", "--min-bytes", a.min_bytes, "--max-bytes", a.max_bytes,
-                        "--iters", str(a.iters), "--warmup", "2", "--json", "--timeout-s", "120"],
-                       capture_output=True, text=True, env=dict(os.environ, AI_TASK_ID=task, FLEXIFORCE_STATS="0"))
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the ranks were reaped by the launcher, it by us
+    common = ["--backend", "plugin", "--plugin", plugin, "--coll", "allreduce", "--min-bytes", a.min_bytes,
+              "--max-bytes", a.max_bytes, "--iters", str(a.iters), "--warmup", "2", "--json", "--timeout-s", "120"]
+    env = dict(os.environ, AI_TASK_ID=task, FLEXIFORCE_STATS="0")
+    if a.pin:
+        # One process per rank, rank r pinned to CPU r mod n: the ranks busy-poll, and left to the
+        # scheduler two of them sometimes share a CPU for a while, which moves busbw more than the
+        # probes do. Rank 0's report counts every rank's messages, as the launcher's does.
+        with socket.socket() as probe_port:
+            probe_port.bind(("127.0.0.1", 0))
+            port = probe_port.getsockname()[1]
+        procs = [subprocess.Popen(["taskset", "-c", str(rank % os.cpu_count()), a.driver, "--rank", str(rank),
+                                   "--nranks", str(a.ranks), "--rendezvous", f"127.0.0.1:{port}",
+                                   "--bind-ip", "127.0.0.1"] + common,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                 for rank in range(a.ranks)]
+        outs = [p.communicate() for p in procs]
+        rc = next((p.returncode for p in procs if p.returncode != 0), 0)
+        r = subprocess.CompletedProcess(procs[0].args, rc, outs[0][0], "".join(e for _, e in outs))
+    else:
+        r = subprocess.run([a.driver, "--ranks", str(a.ranks), "--launch-local"] + common,
+                           capture_output=True, text=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the ranks were reaped (by the launcher) and it by us
     if r.returncode != 0:
         sys.exit(f"FAIL: ff-collective exited {r.returncode}: {r.stderr}")
     j = json.loads(r.stdout)
