@@ -113,7 +113,14 @@ int Collect(const CollectOptions& o, const IntervalSink& sink) {
         last = true;
         break;
       }
-      session->PollEvents(20);  // also the loop's pace: returns after 20 ms without events
+      // Sleeps until the next thing is due (the interval, a rescan, an owner scan): a ring-buffer
+      // record or a signal wakes it sooner. A fixed short pace woke the tool 50 times a second, and
+      // on a host whose CPUs the job's busy-polling ranks fill, each wake-up takes a rank off its CPU.
+      Clock::time_point next = std::chrono::time_point_cast<Clock::duration>(due);
+      if (o.pid <= 0) next = std::min(next, last_scan + std::chrono::duration_cast<Clock::duration>(rescan_every));
+      next = std::min(next, last_owner_scan + std::chrono::seconds(1));
+      const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count() + 1;
+      session->PollEvents(static_cast<int>(std::clamp<int64_t>(wait_ms, 1, 1000)));
       if (o.pid <= 0 && Clock::now() - last_scan >= rescan_every) {
         AttachNew(*session, o, &failed);
         last_scan = Clock::now();
