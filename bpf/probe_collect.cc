@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -105,6 +106,16 @@ int Collect(const CollectOptions& o, const IntervalSink& sink) {
   std::map<SocketId, int> owners;
   std::set<int> gone;
   auto last_owner_scan = start;
+  // Sockets change hands only when a path comes up (connect, accept, failback), and each of those is
+  // an event; reading /proc/PID/net/tcp walks the kernel's whole TCP table (about 10 ms of system
+  // time each here, the tool's main cost while a job runs), so the owners are read again only when
+  // events arrived since the last read (and once at the start).
+  uint64_t owners_read_at = UINT64_MAX;
+  auto scan_owners_if_news = [&] {
+    if (session->events_read() == owners_read_at) return;
+    owners_read_at = session->events_read();
+    ScanOwners(session->timeline(), o, &gone, &owners);
+  };
   for (int tick = 1;; ++tick) {
     const auto due = start + std::chrono::duration<double>(o.interval_s * tick);
     bool last = false;
@@ -127,14 +138,14 @@ int Collect(const CollectOptions& o, const IntervalSink& sink) {
       }
       if (Clock::now() - last_owner_scan >= std::chrono::seconds(1)) {
         session->PollEvents(0);
-        ScanOwners(session->timeline(), o, &gone, &owners);
+        scan_owners_if_news();
         last_owner_scan = Clock::now();
       }
     }
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     if (o.duration_s > 0 && elapsed + 1e-3 >= o.duration_s) last = true;
     Snapshot now = session->Read();
-    ScanOwners(now.timeline, o, &gone, &owners);
+    scan_owners_if_news();
     now.socket_owners = owners;
     Snapshot total = Difference(now, origin);
     total.timeline = now.timeline;  // every event since the probe attached

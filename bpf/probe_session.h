@@ -38,6 +38,8 @@ class ProbeSession {
 
   // The events received so far (no map reads).
   const std::vector<TimelineEvent>& timeline() const { return timeline_; }
+  // Events read from the ring so far, kept or over the timeline's cap: changes whenever one arrives.
+  uint64_t events_read() const { return timeline_.size() + capped_; }
 
   // At most this many events are kept; later ones are counted as dropped.
   static constexpr size_t kMaxTimeline = 200000;
