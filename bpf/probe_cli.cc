@@ -61,6 +61,8 @@ void AddCollectOptions(CLI::App& app, probe::CollectOptions& o) {
   app.add_option("--lib", o.libs, "plugin file to attach to even before a process loads it (repeatable)");
   app.add_flag_callback("--no-scan", [&o] { o.scan = false; },
                         "attach to the --lib files only, not to every copy of the plugin found in /proc/*/maps");
+  app.add_flag("--posts", o.posts,
+               "also count posted sends and receives (send_post/recv_post): two more probe hits per message");
   app.add_option("--interval", o.interval_s, "seconds per sample")->check(CLI::Range(0.05, 3600.0))->capture_default_str();
   app.add_option("--ready-file", o.ready_file, "create this file once the probes are attached");
 }

@@ -79,6 +79,7 @@ int Collect(const CollectOptions& o, const IntervalSink& sink) {
     std::fprintf(stderr, "flexiforce probe: %s\n", error.c_str());
     return 1;
   }
+  session->set_attach_posts(o.posts);
   std::set<std::string> failed;
   AttachNew(*session, o, &failed);
   if (o.pid > 0 && session->attached().empty()) {

@@ -13,6 +13,7 @@ struct CollectOptions {
   int pid = -1;                    // -1: every process that maps the plugin
   std::vector<std::string> libs;   // plugin files to attach to even before any process maps them
   bool scan = true;                // also attach to every copy of the plugin that /proc/*/maps shows
+  bool posts = false;              // also attach send_post/recv_post (two more probe hits per message)
   double interval_s = 1.0;
   double duration_s = 0;           // 0: until SIGINT/SIGTERM
   std::string ready_file;          // created once the probes are attached (for scripts and tests)

@@ -30,6 +30,7 @@ struct UsdtProgram {
   bpf_program* prog;
   const char* probe;
   bool optional = false;  // newer than some plugin builds: attached where the file has it
+  bool post = false;      // send_post/recv_post: attached only when asked (set_attach_posts)
 };
 
 }  // namespace
@@ -138,7 +139,7 @@ bool ProbeSession::AttachPlugin(const std::string& path, int pid, std::string* e
   if (attached_.count(key)) return true;
   auto& p = skel_->progs;
   const UsdtProgram programs[] = {
-      {p.send_post, "send_post"},     {p.send_done, "send_done"}, {p.recv_post, "recv_post"},
+      {p.send_post, "send_post", false, true}, {p.send_done, "send_done"}, {p.recv_post, "recv_post", false, true},
       {p.recv_done, "recv_done"},     {p.on_connect, "connect"},  {p.on_accept, "accept"},
       {p.path_choice, "path_choice"}, {p.failover, "failover"},   {p.drain, "drain"},
       {p.failback, "failback"},       {p.on_pause, "pause"},      {p.on_resume, "resume"},
@@ -146,6 +147,7 @@ bool ProbeSession::AttachPlugin(const std::string& path, int pid, std::string* e
   };
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> fresh;
   for (const auto& u : programs) {
+    if (u.post && !attach_posts_) continue;
     bpf_link* l = bpf_program__attach_usdt(u.prog, pid, path.c_str(), "flexiforce", u.probe, nullptr);
     if (l == nullptr && u.optional) {
       std::fprintf(stderr, "flexiforce probe: %s has no USDT flexiforce:%s (an older build): its path sockets are not named\n",
@@ -205,6 +207,7 @@ Snapshot ProbeSession::Read() {
   uint64_t drops = 0;
   bpf_map_lookup_elem(bpf_map__fd(skel_->maps.ring_drops), &zero, &drops);
   s.timeline_dropped = drops + capped_;
+  s.posts_counted = attach_posts_;
   ResolveTasks();
   s.timeline = timeline_;
   return s;

@@ -27,6 +27,9 @@ class ProbeSession {
   // maps it, now or later). A file already attached for `pid`, under whatever name, is skipped.
   // False with `error` set on failure.
   bool AttachPlugin(const std::string& path, int pid, std::string* error);
+  // Whether AttachPlugin also attaches send_post/recv_post (off by default: they only count posts,
+  // and each is one more uprobe hit per message in the job).
+  void set_attach_posts(bool on) { attach_posts_ = on; }
   // One entry per attached {pid, file} ("pid:device:inode").
   const std::set<std::string>& attached() const { return attached_; }
 
@@ -64,6 +67,7 @@ class ProbeSession {
   double mono_to_wall_s_ = 0;
   std::vector<TimelineEvent> timeline_;
   uint64_t capped_ = 0;
+  bool attach_posts_ = false;
   std::map<uint64_t, std::string> task_names_;   // task hash -> task id, from the flow keys
   std::map<int, std::vector<std::string>> environ_ids_;  // pid -> candidate task ids in its environment
   // Declared after skel_ so links are destroyed first.

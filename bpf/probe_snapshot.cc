@@ -168,6 +168,7 @@ Snapshot Difference(const Snapshot& now, const Snapshot& before) {
     if (diff != 0) d.retransmits.emplace(id, diff);
   }
   for (size_t i = 0; i < d.events.size(); ++i) d.events[i] = now.events[i] - before.events[i];
+  d.posts_counted = now.posts_counted;
   return d;
 }
 
@@ -194,7 +195,12 @@ nlohmann::json SnapshotJson(const Snapshot& s) {
   for (const auto& [id, n] : s.retransmits)
     j["retransmits"].push_back({{"local", id.local}, {"remote", id.remote}, {"count", n}});
   j["events"] = nlohmann::json::object();
-  for (int i = 0; i < FF_EV_COUNT; ++i) j["events"][EventName(i)] = s.events[static_cast<size_t>(i)];
+  for (int i = 0; i < FF_EV_COUNT; ++i) {
+    // Posts are counted only when their probes were attached (--posts): no key rather than a false 0.
+    if (!s.posts_counted && (i == FF_EV_SEND_POST || i == FF_EV_RECV_POST)) continue;
+    j["events"][EventName(i)] = s.events[static_cast<size_t>(i)];
+  }
+  j["posts_counted"] = s.posts_counted;
   j["timeline"] = TimelineJson(s.timeline);
   j["timeline_dropped"] = s.timeline_dropped;
   return j;

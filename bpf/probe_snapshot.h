@@ -66,6 +66,7 @@ struct Snapshot {
   std::map<FlowId, FlowCounters> flows;
   std::map<SocketId, uint64_t> retransmits;
   std::array<uint64_t, FF_EV_COUNT> events{};
+  bool posts_counted = false;  // send_post/recv_post were attached (probe --posts); else their counts mean nothing
   std::vector<TimelineEvent> timeline;  // in arrival order; an interval holds the events that arrived in it
   uint64_t timeline_dropped = 0;        // events the ring (or the tool's cap) had no room for
   // TCP sockets of the processes that sent events, seen in /proc while sampling: 4-tuple -> pid.
