@@ -34,12 +34,7 @@ struct RawReceiver {
 };
 
 void MakeSender(int npaths, RawReceiver* r) {
-  CommOptions o;
-  o.chunk_bytes = 512 * 1024;
-  o.stripe_min_bytes = 256 * 1024;
-  o.max_queued_chunks = 64;
-  o.eager_bytes = 4096;
-  o.eager_ring_bytes = 1 << 20;
+  const CommOptions o = testing::EagerOptions();
   std::vector<std::unique_ptr<Path>> paths;
   for (int i = 0; i < npaths; ++i) {
     int fds[2];

@@ -18,6 +18,7 @@
 #include "tcp/byte_stream.h"
 #include "tcp/socket.h"
 #include "tcp/stream_path.h"
+#include "tests/failover/socketpair_stream.h"
 
 namespace ff {
 namespace {
@@ -78,15 +79,7 @@ Pair MakePair(int npaths, const CommOptions& opts, int sndbuf0 = 0) {
   return p;
 }
 
-CommOptions EagerOptions() {
-  CommOptions o;
-  o.chunk_bytes = 512 * 1024;
-  o.stripe_min_bytes = 256 * 1024;
-  o.max_queued_chunks = 64;
-  o.eager_bytes = 4096;
-  o.eager_ring_bytes = 1 << 20;
-  return o;
-}
+using testing::EagerOptions;
 
 TEST(EagerFailover, MessagesCompletedEagerlyAreResentFromTheRingWhenTheirPathDies) {
   constexpr int kMsgs = 24;

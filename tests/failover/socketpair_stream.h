@@ -1,5 +1,5 @@
-// A ByteStream over one end of a socketpair, for communicator tests without TCP (no TCP_INFO:
-// fd() is -1). It owns and closes the descriptor.
+// Helpers for communicator tests over socketpairs: a ByteStream over one end (no TCP_INFO: fd() is
+// -1; it owns and closes the descriptor) and the options of a communicator with eager sends.
 #pragma once
 
 #include <sys/uio.h>
@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "core/comm.h"
 #include "tcp/byte_stream.h"
 #include "tcp/socket.h"
 
@@ -24,5 +25,16 @@ class FdStream final : public ByteStream {
  private:
   int fd_;
 };
+
+// 512 KiB chunks, striping from 256 KiB, eager sends up to 4 KiB with a 1 MiB retransmit ring.
+inline CommOptions EagerOptions() {
+  CommOptions o;
+  o.chunk_bytes = 512 * 1024;
+  o.stripe_min_bytes = 256 * 1024;
+  o.max_queued_chunks = 64;
+  o.eager_bytes = 4096;
+  o.eager_ring_bytes = 1 << 20;
+  return o;
+}
 
 }  // namespace ff::testing
