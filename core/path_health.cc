@@ -199,6 +199,7 @@ void PathWatchdog::SampleSoft(int path, const PathSample& tp) {
     s.soft_seen = true;
     s.prev = s.cur = s.now = c;
     s.have_prev = false;
+    s.dsack_credit = 0;
   }
   s.now = c;
   s.soft_sampled = true;
@@ -222,15 +223,32 @@ bool PathWatchdog::CloseSoftWindow(uint64_t now_ns, uint64_t draining_mask, Path
       s.have_prev = false;
       s.span_len = 0;
       s.soft_streak = 0;
+      s.dsack_credit = 0;
       continue;
     }
     if (s.have_prev) {
+      // The peer's duplicate reports (DSACK) since the last close, plus those left over from it, cancel
+      // window k's retransmissions first. A report can only follow its retransmission, so what is left
+      // belongs to retransmissions of window k+1 (often reported within the same window: tail-loss
+      // probes are answered in one round trip) and is kept for its judgement, up to their number; the
+      // rest answers earlier windows of the span, latest first (a report delayed on a busy host).
       const uint64_t retrans = s.cur.retrans - s.prev.retrans;
-      const uint64_t spurious = s.now.dsacks - s.prev.dsacks;
+      uint64_t reports = s.dsack_credit + (s.now.dsacks - s.prev.dsacks);
+      const uint64_t cancelled = std::min(reports, retrans);
+      reports -= cancelled;
+      const uint64_t next_retrans = s.now.retrans - s.cur.retrans;
+      s.dsack_credit = std::min(reports, next_retrans);
+      reports -= s.dsack_credit;
+      for (int k = 1; k <= s.span_len && reports > 0; ++k) {
+        SoftWindow& past = s.span[(s.span_next + kSoftSpanWindows - k) % kSoftSpanWindows];
+        const uint64_t c = std::min(reports, past.lost);
+        past.lost -= c;
+        reports -= c;
+      }
       SoftWindow& w = s.span[s.span_next];
       // Reordering is no excuse: a lossy link reorders too (the retransmissions fill holes late);
       // on the emulator a 1%-loss path saw reordering in every window of its span.
-      w.lost = retrans > spurious ? retrans - spurious : 0;
+      w.lost = retrans - cancelled;
       w.segs = s.cur.segs - s.prev.segs;
       s.span_next = (s.span_next + 1) % kSoftSpanWindows;
       s.span_len = std::min(s.span_len + 1, kSoftSpanWindows);
@@ -246,11 +264,13 @@ bool PathWatchdog::CloseSoftWindow(uint64_t now_ns, uint64_t draining_mask, Path
       // A healthy path loses a whole offload packet now and then, sometimes a few at once; a lossy
       // link loses all along: the loss must be spread over several windows of the span.
       // Heavy loss (4x the threshold and more) needs fewer windows: it stalls TCP if left longer.
+      // As evidence about the host and the fabric (what the other paths are compared with) a span's
+      // loss counts whatever its spread: bursts on the other paths mean the loss is not this path's.
       const double r0 = segs == 0 ? 0.0 : static_cast<double>(lost) / static_cast<double>(segs);
-      if (lossy_windows < (r0 >= 4 * loss_ratio_ ? kSoftHeavyLossyWindows : kSoftLossyWindows)) lost = 0;
-      const double r = lost == 0 ? 0.0 : r0;
+      const double r =
+          lossy_windows < (r0 >= 4 * loss_ratio_ ? kSoftHeavyLossyWindows : kSoftLossyWindows) ? 0.0 : r0;
       if (segs >= kSoftMinSegments) ratio[i] = r;
-      if (segs >= kSoftMinSegments / 4) other[i] = r;
+      if (segs >= kSoftMinSegments / 4) other[i] = r0;
     }
     s.prev = s.cur;
     s.cur = s.now;

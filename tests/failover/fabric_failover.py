@@ -298,20 +298,28 @@ def scenario_quiet(binary, state_file):
     args = ["--backend", "plugin", "--coll", "allreduce,allgather,broadcast", "--min-bytes", "1M",
             "--max-bytes", "32M", "--iters", "4", "--warmup", "1", "--timeout-s", "120"]
     counts = {k: 0 for k in QUIET_EVENTS}
+    state = fh.load_state(state_file)
     t0, runs, codes_all, samples = time.monotonic(), 0, [], []
+    first = fh.kernel_evidence(state)
+    evidence = []  # the kernel's view of the runs that logged an event: what the retransmissions were
     while time.monotonic() - t0 < duration:
+        before = fh.kernel_evidence(state)
         ranks = fh.Ranks(binary, state_file, args, env, ("NCCL_SOCKET_IFNAME",))
         codes, _ = ranks.wait(150)
         runs += 1
         codes_all.append(codes)
+        events = 0
         for r in range(len(codes)):
             text = ranks.text(r)
             for k, needle in QUIET_EVENTS.items():
                 n = text.count(needle)
                 counts[k] += n
+                events += n
                 if n:
                     samples += [f"rank {r}: " + line.split("NET/FlexiForce : ", 1)[-1][:220]
                                 for line in text.splitlines() if needle in line][:3]
+        if events:
+            evidence.append(f"run {runs}: {fh.evidence_delta(before, fh.kernel_evidence(state))}")
         if any(c != 0 for c in codes):
             ranks.dump()
             break
@@ -322,6 +330,9 @@ def scenario_quiet(binary, state_file):
     print("      " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
     for line in samples[:12]:
         print("        " + line)
+    print(f"      kernel, all runs: {fh.evidence_delta(first, fh.kernel_evidence(state))}")
+    for line in evidence[:6]:
+        print(f"      kernel, {line}")
     for k, v in counts.items():
         check(v == 0, f"no {k} on a healthy fabric ({v})", failures)
     return 1 if failures else 0

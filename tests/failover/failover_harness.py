@@ -214,3 +214,51 @@ class CounterSampler:
             self._stop.set()
             self._thread.join()
         return self.samples
+
+
+# TCP counters (nstat, per host namespace) that say what a path's retransmissions were: real drops
+# in the fabric, tail-loss probes, or timeouts of a host too busy to acknowledge in time.
+KERNEL_TCP_COUNTERS = ("TcpRetransSegs", "TcpExtTCPLossProbes", "TcpExtTCPLossProbeRecovery",
+                       "TcpExtTCPTimeouts", "TcpExtTCPSpuriousRTOs", "TcpExtTCPDSACKRecv",
+                       "TcpExtTCPDSACKRecvSegs", "TcpExtTCPSACKRecovery", "TcpExtTCPFastRetrans",
+                       "TcpExtTCPLostRetransmit", "TcpExtTCPOFOQueue", "TcpExtTCPBacklogDrop",
+                       "TcpExtTCPRcvQDrop", "TcpExtTCPOFODrop")
+
+
+def kernel_evidence(state):
+    """Sums, over the fabric's namespaces, of the TCP counters above, the interfaces' drops, and the
+    host's softnet backlog drops (/proc/net/softnet_stat, all namespaces share it)."""
+    totals = {k: 0 for k in KERNEL_TCP_COUNTERS}
+    totals["if_rx_dropped"] = totals["if_tx_dropped"] = 0
+    for n in state["nodes"]:
+        ns = n["netns"]
+        out = subprocess.run(["ip", "netns", "exec", ns, "nstat", "-az", "--json"], capture_output=True,
+                             text=True).stdout
+        try:
+            doc = json.loads(out or "{}")
+        except ValueError:
+            doc = {}
+        for table in doc.values():
+            for k in KERNEL_TCP_COUNTERS:
+                totals[k] += int(table.get(k, 0))
+        out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show"], capture_output=True, text=True).stdout
+        try:
+            for dev in json.loads(out or "[]"):
+                s = dev.get("stats64", dev.get("stats", {}))
+                totals["if_rx_dropped"] += int(s.get("rx", {}).get("dropped", 0))
+                totals["if_tx_dropped"] += int(s.get("tx", {}).get("dropped", 0))
+        except ValueError:
+            pass
+    drops = 0
+    try:
+        with open("/proc/net/softnet_stat") as f:
+            for line in f:
+                drops += int(line.split()[1], 16)
+    except OSError:
+        pass
+    totals["softnet_dropped"] = drops
+    return totals
+
+
+def evidence_delta(before, after):
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}

@@ -396,6 +396,64 @@ TEST(PathWatchdogSoft, DuplicateReportsArrivingOneWindowLateStillCancelTheRetran
   }, &rep), 0) << rep.detail;
 }
 
+TEST(PathWatchdogSoft, ReportsInTheSameWindowAsTheirRetransmissionsCancelThem) {
+  // Measured on the emulator: a tail-loss probe or a reordering-driven fast retransmission is reported
+  // as a duplicate within its own window. Bursts in every other window at 4% (heavy loss, were it
+  // real): counting each window's reports against the window before it once drained this path.
+  PathWatchdog w(100 * kMs, false);
+  SoftPath a, b;
+  PathFaultReport rep;
+  EXPECT_EQ(RunSoft(w, a, b, 100, [&](int i) {
+    if (i % 2 == 0) {
+      a.Window(7000, 0, 300);
+    } else {
+      a.Window(7000, 0);
+    }
+    b.Window(7000, 0);
+  }, &rep), 0) << rep.detail;
+}
+
+TEST(PathWatchdogSoft, ReportsThatArriveInBatchesLaterStillCancelTheirRetransmissions) {
+  // A busy host: the peer's duplicate reports for three windows' retransmissions arrive together,
+  // up to two windows late.
+  PathWatchdog w(100 * kMs, false);
+  SoftPath a, b;
+  PathFaultReport rep;
+  EXPECT_EQ(RunSoft(w, a, b, 100, [&](int i) {
+    a.Window(7000, 90);
+    if (i % 3 == 0) a.tp.dsack_dups += 270;
+    b.Window(7000, 0);
+  }, &rep), 0) << rep.detail;
+}
+
+TEST(PathWatchdogSoft, ReportsNeverCancelMoreThanWasRetransmitted) {
+  // Duplicate reports beyond the retransmissions they answer (counters of a reset socket, a peer
+  // that reports oddly) leave no credit that could hide later loss.
+  PathWatchdog w(100 * kMs, false);
+  SoftPath a, b;
+  PathFaultReport rep;
+  const int at = RunSoft(w, a, b, 60, [&](int i) {
+    if (i <= 10) a.tp.dsack_dups += 5000;
+    a.Window(7000, i > 10 ? 90 : 0);
+    b.Window(7000, 0);
+  }, &rep);
+  ASSERT_GT(at, 10);
+  EXPECT_LE(at, 20) << "degraded only " << (at - 10) * 50 << " ms after the loss began";
+  EXPECT_EQ(rep.path, 0);
+}
+
+TEST(PathWatchdogSoft, BurstsOnTheOtherPathMeanTheLossIsNotThisPaths) {
+  // The host drops now and then on every path: this path's loss is spread over the span, the other
+  // path's comes in a few bursts of the same total. Neither is worse than the other.
+  PathWatchdog w(100 * kMs, false);
+  SoftPath a, b;
+  PathFaultReport rep;
+  EXPECT_EQ(RunSoft(w, a, b, 100, [&](int i) {
+    a.Window(7000, 40);
+    b.Window(7000, i % 10 < 3 ? 140 : 0);
+  }, &rep), 0) << rep.detail;
+}
+
 TEST(PathWatchdogSoft, LossThatComesWithReorderingIsStillLoss) {
   // Measured on the emulator: a link with 1% loss saw reordering in every window of its span.
   PathWatchdog w(100 * kMs, false);
