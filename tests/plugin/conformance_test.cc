@@ -232,6 +232,71 @@ TEST(Conformance, ThirtyTwoRequestsInFlightThenNullRequestUntilOneCompletes) {
   EXPECT_EQ(child.Wait(), 0);
 }
 
+// A driver that waits on the reply before it tests its own send (legal: nothing in NCCL's API says
+// a send progresses only in its own test()). A small send must leave at isend or at any later call
+// of the thread, never only at its own test(): a send queue that batches small sends would hang here.
+TEST(Conformance, PingPongThatTestsTheSendOnlyAfterTheReplyNeverHangs) {
+  constexpr int kRounds = 300;
+  ChildProcess child([&](int r, int w) {
+    NetPeer peer;
+    char mine[128], theirs[128];
+    void* lc = peer.Listen(mine);
+    WriteAll(w, mine, sizeof(mine));
+    ReadAll(r, theirs, sizeof(theirs));
+    void* rc = peer.Accept(lc);
+    void* sc = peer.Connect(theirs);
+    char in[8], out[8];
+    for (int i = 0; i < kRounds; ++i) {
+      void* data = in;
+      size_t cap = sizeof(in);
+      int tag = 1;
+      void* req = nullptr;
+      while (req == nullptr)
+        if (peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req) != ncclSuccess) return 40;
+      int got = 0;
+      if (peer.Wait(req, &got, 10) != ncclSuccess || got != 8 || CheckPattern(in, static_cast<uint64_t>(i), 8) >= 0)
+        return 41;
+      FillPattern(out, static_cast<uint64_t>(i) + 1000, 8);
+      void* sreq = nullptr;
+      while (sreq == nullptr)
+        if (peer.net()->isend(sc, out, 8, 1, nullptr, nullptr, &sreq) != ncclSuccess) return 42;
+      if (peer.Wait(sreq, nullptr, 10) != ncclSuccess) return 43;
+    }
+    peer.net()->closeSend(sc);
+    peer.net()->closeRecv(rc);
+    peer.net()->closeListen(lc);
+    return 0;
+  });
+  NetPeer peer;
+  char mine[128], theirs[128];
+  void* lc = peer.Listen(mine);
+  ReadAll(child.from_child(), theirs, sizeof(theirs));
+  WriteAll(child.to_child(), mine, sizeof(mine));
+  void* sc = peer.Connect(theirs);
+  void* rc = peer.Accept(lc);
+  char out[8], in[8];
+  for (int i = 0; i < kRounds; ++i) {
+    FillPattern(out, static_cast<uint64_t>(i), 8);
+    void* sreq = nullptr;
+    while (sreq == nullptr) ASSERT_EQ(peer.net()->isend(sc, out, 8, 1, nullptr, nullptr, &sreq), ncclSuccess);
+    void* data = in;
+    size_t cap = sizeof(in);
+    int tag = 1;
+    void* rreq = nullptr;
+    while (rreq == nullptr)
+      ASSERT_EQ(peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &rreq), ncclSuccess);
+    int got = 0;
+    ASSERT_EQ(peer.Wait(rreq, &got, 10), ncclSuccess) << "round " << i;  // the send is not tested yet
+    ASSERT_EQ(got, 8);
+    ASSERT_LT(CheckPattern(in, static_cast<uint64_t>(i) + 1000, 8), 0) << "round " << i;
+    ASSERT_EQ(peer.Wait(sreq, nullptr, 10), ncclSuccess);
+  }
+  peer.net()->closeSend(sc);
+  peer.net()->closeRecv(rc);
+  peer.net()->closeListen(lc);
+  EXPECT_EQ(child.Wait(), 0);
+}
+
 TEST(Conformance, MalformedHandleIsRejectedWithInvalidArgument) {
   NetPeer peer;
   char handle[128];
