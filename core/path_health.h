@@ -41,7 +41,7 @@ class PathWatchdog {
   // kSoftMinSegments segments, it lost at least `loss_ratio` of them (retransmissions the peer did
   // not report as duplicates), and - when another path's span can be compared - at least twice that
   // path's ratio plus half the threshold, and the loss is spread over kSoftLossyWindows windows or more.
-  // kSoftDetections lossy closes in a row degrade it.
+  // kSoftDetections lossy closes in a row degrade it (one: the span already spans 10 windows).
   // Why these numbers (measured on the fabric emulator, 2 cores, 4 ranks, 1-64 MiB collectives):
   // a healthy path retransmits now and then (tail-loss probes, fast retransmissions after
   // reordering between the CPUs' backlogs) and the peer reports nearly every copy as a duplicate,
@@ -50,16 +50,18 @@ class PathWatchdog {
   // (60 s of the quiet scenario, idle and with two busy loops beside it); crediting each window's
   // reports only to the window before had once counted 95% of them as loss and drained a healthy
   // path at 0.67%. 1% loss on a link shows 1.2-1.5%, and a window of ~270 offload packets escapes
-  // 1% loss with probability 0.99^270 = 7%: loss in 7 of the 10 windows, at 0.5% or more, separates
-  // the two, and detects 1% loss in about 450 ms (7 windows, judged one late, twice in a row).
+  // 1% loss with probability 0.99^270 = 7%: loss in 6 of the 10 windows, at 0.5% or more, separates
+  // the two, and detects 1% loss in about 350 ms (6 windows, judged one late). Asking for 7 windows
+  // and two lossy closes in a row detected it 484-613 ms after the loss was in force (4 runs), the
+  // second close adding nothing a 10-window span does not already debounce.
   // Heavy loss (2% and more at the default) needs 3 windows: no healthy span came near it.
   // Reordering does not excuse a window: the lossy path reorders in nearly every window too.
   static constexpr uint64_t kSoftWindowNs = 50'000'000;
   static constexpr int kSoftSpanWindows = 10;
-  static constexpr int kSoftDetections = 2;
+  static constexpr int kSoftDetections = 1;
   static constexpr uint64_t kSoftMinSegments = 20000;
-  static constexpr int kSoftLossyWindows = 7;
-  static constexpr int kSoftHeavyLossyWindows = 3;  // for a span that lost 4x the threshold or more  // windows of the span that lost something
+  static constexpr int kSoftLossyWindows = 6;
+  static constexpr int kSoftHeavyLossyWindows = 3;  // for a span that lost 4x the threshold or more
   static constexpr uint32_t kDefaultLossPpm = 5000;
   void set_loss_ratio(double r) { loss_ratio_ = r; }
   double loss_ratio() const { return loss_ratio_; }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Link failures under a running 4-rank AllReduce on the fabric emulator (root only; 77 = skipped).
 
-Usage: fabric_failover.py --collective FF_COLLECTIVE --scenario NAME [--keep-logs]
+Usage: fabric_failover.py --collective FF_COLLECTIVE --scenario NAME [--flexiforce FLEXIFORCE]
 Scenarios:
   nic_down        host h1's NIC 0 loses carrier mid-AllReduce; the plugin spreads its paths over both
                   NICs, so every rank must finish with exact results and h1 logs a failover.
@@ -414,6 +414,9 @@ def scenario_soft(binary, state_file, name):
             loss_at = time.time()
             for lk in links:
                 fh.fabric(state_file, "loss", lk, LOSS_PCT[name], "--at-end", "A")
+            # The loss is in force somewhere between the command's start and its return (the fabric
+            # tool's own start-up takes 100-250 ms of that); the detection time counts from the return.
+            loss_set = time.time()
             if name == "loss_1pct":
                 drained_at = wait_for_log(ranks, "draining path", 10.0)
         else:
@@ -462,8 +465,11 @@ def scenario_soft(binary, state_file, name):
     if name == "loss_1pct":
         check(drains > 0 and drained_at is not None,
               f"the path losing 1% was drained ({drains} drain(s), the first "
-              f"{1000 * (drained_at - loss_at) if drained_at else float('nan'):.0f} ms after the loss began; "
+              f"{1000 * (drained_at - loss_set) if drained_at else float('nan'):.0f} ms after the loss was in force, "
+              f"{1000 * (drained_at - loss_at) if drained_at else float('nan'):.0f} ms after the command to set it; "
               f"{len(events)} hard failover(s))", failures)
+        first = next((line for line in text.splitlines() if "draining path" in line), "")
+        print("      first drain: " + first.split("NET/FlexiForce : ", 1)[-1][:260])
         check(all("lost " in line for line in text.splitlines() if "draining path" in line),
               "every drain was the loss-ratio rule's", failures)
     if name == "soft_loss":
