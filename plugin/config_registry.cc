@@ -52,10 +52,10 @@ const std::vector<KnobSpec> kSpecs = {
      "recovering a loss are exempt; 0 = off"},
     {"FLEXIFORCE_PATH_LOSS_PPM", KnobType::kInt, "5000", 1, 1000000,
      "soft rule: a path that lost this many of every million segments it sent (retransmissions the peer "
-     "did not report as duplicates) over 500 ms - at least 20,000 segments, loss in at least 7 of the "
-     "ten 50 ms windows, and at least twice the best other path's loss plus half this - two checks in "
-     "a row, is drained (nothing re-sent). 5000 = 0.5%: a healthy path's bursts stay in a few windows "
-     "(0.51% at most with loss in 5 windows, CPUs oversubscribed), a link with 1% loss shows 1.2-1.5% in every window"},
+     "did not report as duplicates) over 500 ms - at least 20,000 segments, loss in at least 6 of the "
+     "ten 50 ms windows, and at least twice the best other path's loss plus half this - is drained "
+     "(nothing re-sent). 5000 = 0.5%: a healthy path's span lost 0.04% at most (60 s of fault-free "
+     "collectives, idle and with two busy loops), a link with 1% loss shows 1.2-1.5% in nearly every window"},
     {"FLEXIFORCE_RESEND_TIMEOUT_MS", KnobType::kInt, "250", 0, 3600000,
      "when the peer's kernel holds every byte sent but no acknowledgement came for this long, re-send the "
      "unacknowledged messages (the receiver drops duplicates); bounds any loss a failover missed; 0 = off"},
