@@ -1,11 +1,15 @@
 """Shared by the failover tests and benchmark: ranks of ff-collective in emulated hosts, link faults.
 
 One rank per host of a fabric built by tests/fabric/fabric.py, each in its host's namespace; the
-plugin's log (stderr) of every rank is kept in a file so failover lines can be parsed.
+plugin's log (stderr) of every rank is kept in a file so failover lines can be parsed. The files
+are removed when the test exits (a failing test prints the ranks' logs first); FF_KEEP_LOGS=1
+keeps them.
 """
+import atexit
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -72,6 +76,8 @@ class Ranks:
             base.pop(k, None)
         base.update(env or {})
         self.dir = tempfile.mkdtemp(prefix="ff-failover-")
+        if os.environ.get("FF_KEEP_LOGS", "0") in ("", "0"):
+            atexit.register(shutil.rmtree, self.dir, True)
         self.logs, self.procs, self.hosts = [], [], hosts
         self.started = time.monotonic()
         self.started_unix = time.time() - (time.monotonic() - self.started)
