@@ -85,7 +85,7 @@ bool PathWatchdog::Judge(int path, const PathSample& tp, uint64_t now_ns, PathFa
   if (tp.sacked > 0 || tp.ca_state == kCaRecovery) limit = std::max(limit, 2 * uint64_t{tp.rto_us} * 1000);
   if (now_ns - s.last_progress_ns < limit) return false;
   // An oversubscribed host delays acknowledgements for everyone: three times the relative rule's
-  // allowance (150 ms when saturated; a healthy path was seen without an acknowledgement for 124 ms
+  // allowance (300 ms when saturated; a healthy path was seen without an acknowledgement for 124 ms
   // at 97% CPU pressure - and once for 396 ms with two builds, a VM and the suite on 2 cores).
   if (now_ns - s.last_progress_ns < 3 * PressureAllowance(now_ns)) return false;
   out->path = path;
@@ -163,7 +163,9 @@ bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out
     out->silent_ns = silent;
     out->detail = std::to_string(s.unacked) + " segment(s) unacknowledged for " + std::to_string(silent / 1'000'000) +
                   " ms while path " + std::to_string(j) + " was acknowledged " +
-                  std::to_string((now_ns - o.last_advance_ns) / 1'000'000) + " ms ago";
+                  std::to_string((now_ns - o.last_advance_ns) / 1'000'000) + " ms ago; limit " +
+                  std::to_string(limit / 1'000'000) + " ms, CPU pressure " +
+                  std::to_string(static_cast<int>(health::CpuPressure::Some10(now_ns) * 100)) + "%";
     return true;
   }
   return false;
