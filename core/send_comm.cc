@@ -23,7 +23,10 @@ SendComm::SendComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& 
     ring_.reset(new char[ring_size_]);
   }
   unsolicited_ok_ = ring_ != nullptr && !paths_.empty();
-  for (const auto& p : paths_) unsolicited_ok_ &= !p->NeedsPostedBuffer();
+  for (const auto& p : paths_) {
+    unsolicited_ok_ &= !p->NeedsPostedBuffer();
+    needs_descriptor_ |= p->NeedsPostedBuffer();
+  }
 }
 
 char* SendComm::RingReserve(uint64_t len, uint64_t* end) {
@@ -48,6 +51,8 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
     // testing its outstanding requests) must still see the failover finish or a slot free up.
     return Progress().ok() ? Status::Ok() : error_;
   }
+  if (needs_descriptor_ && next_seq_ >= credit_ && !AwaitDescriptor()) return error_;
+  if (needs_descriptor_ && next_seq_ >= credit_) return Status::Ok();  // retry later
   SendRequest* r = pool_.Acquire(RequestKind::kSend, this);
   if (r == nullptr) return Status::Ok();
   const uint64_t now = NowNs();
@@ -105,6 +110,31 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   (void)Progress();
   in_isend_ = false;
   return Status::Ok();
+}
+
+bool SendComm::AwaitDescriptor() {
+  // A transport that writes into the receiver's posted buffer (RDMA WRITE) cannot send a message
+  // before that buffer's descriptor arrived. Accepting one anyway would leave it to be sent by a
+  // later test() of this very request, and a caller that tests its receive first (a ping-pong whose
+  // reply waits on this message) would wait forever. So isend says "retry later" until the
+  // descriptor is here, as NCCL's IB transport does, and reads what the receiver sent meanwhile.
+  for (auto& p : paths_) {
+    if (!p->alive()) continue;
+    if (!HandlePump(*p, p->Poll(*this))) return false;
+  }
+  if (!error_.ok()) return false;
+  // A peer that closed every path (an orderly close when nothing was owed) will post nothing more.
+  if (alive_paths() == 0) {
+    Fail(RemoteError("no path left to " + peer_ + ": the peer closed the connection before posting a receive "
+                     "for this send (its process exited?)"));
+    return false;
+  }
+  // The receiver's descriptors may have gone out on a path that died silently: ask again, backing off.
+  if (next_seq_ >= credit_) {
+    ProbeCredit(NowNs());
+    if (!FlushAll()) return false;
+  }
+  return error_.ok();
 }
 
 uint64_t SendComm::DrainForClose(uint64_t timeout_ns) {

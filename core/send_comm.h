@@ -113,6 +113,7 @@ class SendComm final : public Comm {
   uint64_t eager_messages_ = 0;
   uint32_t rx_skips_ = 0;
   bool unsolicited_ok_ = false;  // every path is a stream (no posted-buffer descriptor needed)
+  bool needs_descriptor_ = false;  // a path writes into the receiver's posted buffer (RDMA)
   uint64_t acks_received_ = 0;   // acknowledgement frames read (the receiver is progressing)
   uint64_t acks_at_timeout_ = 0;
   bool acks_asked_ = false;      // the acknowledgement timeout asked for one (eager messages only owed)
@@ -128,6 +129,7 @@ class SendComm final : public Comm {
   // Asks the receiver to repeat its acknowledgement and descriptors on every usable path (kAckRequest).
   void RequestAcks();
   void ProbeCredit(uint64_t now_ns);
+  bool AwaitDescriptor();  // isend over RDMA: reads the receiver's news; false on error
   static constexpr uint64_t kCreditProbeNs = 20'000'000;
   // Close: how long an acknowledgement is awaited once the peer's transport holds every eager byte.
   static constexpr uint64_t kCloseAckGraceNs = 2'000'000;

@@ -179,7 +179,13 @@ TEST(Conformance, GroupedReceiveMatchesEachMessageToItsTag) {
   EXPECT_EQ(child.Wait(), 0);
 }
 
+// Over TCP a small send leaves unsolicited, so the sender fills its 32 slots before anything is
+// received. Over verbs (the VM lane sets FLEXIFORCE_TRANSPORT=verbs) a message is written into the
+// receiver's posted buffer, so isend says "retry later" (NULL) until that buffer's descriptor
+// arrived, as NCCL's IB transport does; there the receiver posts its 32 buffers first.
 TEST(Conformance, ThirtyTwoRequestsInFlightThenNullRequestUntilOneCompletes) {
+  const char* transport = std::getenv("FLEXIFORCE_TRANSPORT");
+  const bool verbs = transport != nullptr && std::string(transport) == "verbs";
   ChildProcess child([&](int r, int w) {
     NetPeer peer;
     char handle[128];
@@ -187,21 +193,30 @@ TEST(Conformance, ThirtyTwoRequestsInFlightThenNullRequestUntilOneCompletes) {
     WriteAll(w, handle, sizeof(handle));
     void* rc = peer.Accept(lc);
     char go;
-    ReadAll(r, &go, 1);  // the sender fills its 32 slots before anything is received
-    std::vector<char> buf(4096);
-    for (int i = 0; i < 33; ++i) {
-      void* data = buf.data();
-      size_t cap = buf.size();
+    ReadAll(r, &go, 1);  // TCP: the sender fills its 32 slots before anything is received
+    std::vector<std::vector<char>> bufs(33, std::vector<char>(4096));
+    std::vector<void*> reqs;
+    auto post = [&](int i) -> void* {
+      void* data = bufs[i].data();
+      size_t cap = bufs[i].size();
       int tag = 0;
       void* req = nullptr;
       while (req == nullptr)
-        if (peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req) != ncclSuccess) return 30;
+        if (peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req) != ncclSuccess) return nullptr;
+      return req;
+    };
+    for (int i = 0; i < 33; ++i) {
+      // Verbs: 32 receives posted ahead, the 33rd once one completed.
+      if (verbs && i == 0)
+        for (int k = 0; k < 32; ++k) reqs.push_back(post(k));
+      void* req = verbs && i < 32 ? reqs[static_cast<size_t>(i)] : post(i);
+      if (req == nullptr) return 30;
       int got = 0;
       if (peer.Wait(req, &got) != ncclSuccess || got != 100) {
         std::fprintf(stderr, "child: message %d got %d bytes\n", i, got);
         return 31;
       }
-      if (CheckPattern(buf.data(), static_cast<uint64_t>(i), 100) >= 0) return 32;
+      if (CheckPattern(bufs[i].data(), static_cast<uint64_t>(i), 100) >= 0) return 32;
     }
     return 0;
   });
@@ -211,10 +226,19 @@ TEST(Conformance, ThirtyTwoRequestsInFlightThenNullRequestUntilOneCompletes) {
   void* sc = peer.Connect(handle);
   std::vector<std::vector<char>> bufs(33, std::vector<char>(100));
   std::vector<void*> reqs;
+  if (verbs) {
+    FillPattern(bufs[0].data(), 0, 100);
+    void* early = nullptr;
+    ASSERT_EQ(peer.net()->isend(sc, bufs[0].data(), 100, 0, nullptr, nullptr, &early), ncclSuccess);
+    EXPECT_EQ(early, nullptr) << "over verbs a send before the receiver posted a buffer must be NULL (retry later)";
+    WriteAll(child.to_child(), "g", 1);
+  }
   for (int i = 0; i < 32; ++i) {
     FillPattern(bufs[i].data(), static_cast<uint64_t>(i), 100);
     void* req = nullptr;
     ASSERT_EQ(peer.net()->isend(sc, bufs[i].data(), 100, 0, nullptr, nullptr, &req), ncclSuccess);
+    while (verbs && req == nullptr)  // until the receiver's descriptors arrive
+      ASSERT_EQ(peer.net()->isend(sc, bufs[i].data(), 100, 0, nullptr, nullptr, &req), ncclSuccess);
     ASSERT_NE(req, nullptr) << "request " << i;
     reqs.push_back(req);
   }
@@ -222,7 +246,7 @@ TEST(Conformance, ThirtyTwoRequestsInFlightThenNullRequestUntilOneCompletes) {
   void* extra = nullptr;
   ASSERT_EQ(peer.net()->isend(sc, bufs[32].data(), 100, 0, nullptr, nullptr, &extra), ncclSuccess);
   EXPECT_EQ(extra, nullptr) << "a 33rd request must be refused with NULL (retry later)";
-  WriteAll(child.to_child(), "g", 1);
+  if (!verbs) WriteAll(child.to_child(), "g", 1);
   ASSERT_EQ(peer.Wait(reqs[0]), ncclSuccess);
   while (extra == nullptr)
     ASSERT_EQ(peer.net()->isend(sc, bufs[32].data(), 100, 0, nullptr, nullptr, &extra), ncclSuccess);

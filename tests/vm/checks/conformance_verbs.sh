@@ -12,6 +12,7 @@ bin="${FF_BUILD_DIR:-build}/bin/ff_plugin_conformance_tests"
 [ -x "$bin" ] || { echo "SKIP: $bin not built (cmake --build build --target ff_plugin_conformance_tests)"; exit 77; }
 default_filter='Conformance.GroupedReceiveMatchesEachMessageToItsTag'
 default_filter+=':Conformance.ThirtyTwoRequestsInFlightThenNullRequestUntilOneCompletes'
+default_filter+=':Conformance.PingPongThatTestsTheSendOnlyAfterTheReplyNeverHangs'
 default_filter+=':Conformance.MalformedHandleIsRejectedWithInvalidArgument'
 default_filter+=':Conformance.GarbageFromAStrangerNeverReachesABufferAndTheRealPeerStillConnects'
 default_filter+=':Conformance.MessageLargerThanThePostedBufferIsAnErrorOnBothSides'
