@@ -21,6 +21,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -760,8 +761,9 @@ def cmd_run(args, command: list[str]) -> int:
                 if f.startswith(tmpdir):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(f)
-            with contextlib.suppress(OSError):
-                os.rmdir(tmpdir)
+            # The run's own scratch folder: what the command left there (result files written beside
+            # the state file) goes with it; one folder a run was left in /tmp before.
+            shutil.rmtree(tmpdir, ignore_errors=True)
     return rc
 
 
