@@ -44,6 +44,7 @@ constexpr uint64_t kMiB = 1024 * kKiB;
 constexpr uint64_t kMaxBenchBytes = 1024 * kMiB;
 constexpr uint64_t kMaxBufferBytes = 4096 * kMiB;  // window x max size, per process
 constexpr uint64_t kRttMaxBytes = 1 * kMiB;        // larger round trips say nothing new and cost time
+constexpr int kReps = 5;  // alternating runs per measurement and transport; the median is reported
 constexpr double kTargetSeconds = 0.25;            // auto --iters aims each measurement at this
 constexpr uint64_t kMinAutoIters = 20;
 constexpr uint64_t kMaxAutoIters = 2000000;
@@ -62,6 +63,8 @@ struct Options {
   int window = 8;
   int paths = 0;  // 0: the plugin's configured value
   Mode mode = Mode::kBoth;
+  bool throughput = true;  // --measure
+  bool rtt = true;
   std::string plugin_path;
   bool json = false;
 };
@@ -72,7 +75,8 @@ const char kUsage[] =
     "with the same number of streams, between this process and a forked peer, in one run.\n"
     "For every power-of-two size it measures streaming throughput (a window of messages in\n"
     "flight; the plugin's send completion is acknowledged by the receiver, so the time is\n"
-    "end-to-end) and, up to 1 MiB, ping-pong round-trip time. Plugin and raw alternate per size.\n"
+    "end-to-end) and, up to 1 MiB, ping-pong round-trip time. Each figure is the median of 5 runs,\n"
+    "plugin and raw alternating, so a stall in one run (a descheduled process) does not move it.\n"
     "Raw sockets bind 127.0.0.1, use TCP_NODELAY and busy-poll non-blocking sendmsg/recvmsg;\n"
     "like the plugin they stripe a message evenly over the streams from FLEXIFORCE_STRIPE_MIN\n"
     "on, send smaller ones whole, round-robin, and move at most FLEXIFORCE_CHUNK_SIZE per stream\n"
@@ -86,6 +90,7 @@ const char kUsage[] =
     "  --paths N         plugin paths and raw streams, 1..16; sets FLEXIFORCE_PATHS\n"
     "                    (default: the plugin's configured value)\n"
     "  --mode M          both, plugin or raw (default both)\n"
+    "  --measure W       throughput, rtt or both (default both)\n"
     "  --plugin PATH     plugin shared object (default $FF_PLUGIN_PATH, else the built one)\n"
     "  --json            print the results and configuration as JSON\n"
     "  --help            this text\n\n"
@@ -131,13 +136,13 @@ std::optional<Options> ParseOptions(int argc, char** argv, int* exit_code) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
     }
-    static const char* kValued[] = {"--min-bytes", "--max-bytes", "--iters", "--window",
-                                    "--paths",     "--mode",      "--plugin"};
+    static const char* kValued[] = {"--min-bytes", "--max-bytes", "--iters",  "--window",
+                                    "--paths",     "--mode",      "--measure", "--plugin"};
     if (std::find_if(std::begin(kValued), std::end(kValued), [&](const char* k) { return arg == k; }) ==
         std::end(kValued)) {
       return fail("unknown option '" + arg +
-                  "' (accepted: --min-bytes, --max-bytes, --iters, --window, --paths, --mode, --plugin, "
-                  "--json, --help)");
+                  "' (accepted: --min-bytes, --max-bytes, --iters, --window, --paths, --mode, --measure, "
+                  "--plugin, --json, --help)");
     }
     if (eq == std::string::npos) {
       if (i + 1 >= argc) return fail(arg + " needs a value");
@@ -172,6 +177,13 @@ std::optional<Options> ParseOptions(int argc, char** argv, int* exit_code) {
       } else {
         return fail("--mode='" + value + "' is not valid; accepted: both, plugin or raw");
       }
+    } else if (arg == "--measure") {
+      if (value == "both" || value == "throughput" || value == "rtt") {
+        o.throughput = value != "rtt";
+        o.rtt = value != "throughput";
+      } else {
+        return fail("--measure='" + value + "' is not valid; accepted: both, throughput or rtt");
+      }
     } else if (arg == "--plugin") {
       if (value.empty()) return fail("--plugin needs a path to libnccl-net-flexiforce.so");
       o.plugin_path = value;
@@ -185,6 +197,13 @@ std::optional<Options> ParseOptions(int argc, char** argv, int* exit_code) {
                 " bytes of buffers per process; accepted: at most " + std::to_string(kMaxBufferBytes));
   *exit_code = 0;
   return o;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
 bool UsesPlugin(Mode m) { return m != Mode::kRaw; }
@@ -982,6 +1001,12 @@ class Driver {
       double worst = 0;
       for (bool plugin : Transports()) worst = std::max(worst, probe(plugin, n));
       if (worst >= 0.05 || n >= kMaxAutoIters) {
+        // Once more at this size: a probe that a descheduled process stalled for milliseconds
+        // would otherwise shrink the measurement to a few dozen iterations, which the next stall
+        // then dominates.
+        double again = 0;
+        for (bool plugin : Transports()) again = std::max(again, probe(plugin, n));
+        worst = std::min(worst, again);
         double per = worst / static_cast<double>(n);
         double want = per > 0 ? kTargetSeconds / per : static_cast<double>(kMaxAutoIters);
         return std::clamp<uint64_t>(static_cast<uint64_t>(want), kMinAutoIters, kMaxAutoIters);
@@ -997,25 +1022,37 @@ class Driver {
     auto stream_probe = [&](bool plugin, uint64_t n) { return Stream(plugin, size, n); };
     // Large messages start with a short probe: a few already take tens of milliseconds.
     const uint64_t first_probe = std::clamp<uint64_t>(16 * kMiB / size, 4, std::max<uint64_t>(2 * window, 8));
-    row.stream_iters = o_.iters ? o_.iters : Calibrate(first_probe, stream_probe);
-    if (o_.iters) {
-      for (bool plugin : Transports()) Stream(plugin, size, std::min<uint64_t>(o_.iters, 2 * window));  // warm-up
+    if (o_.throughput) {
+      row.stream_iters = o_.iters ? o_.iters : Calibrate(first_probe, stream_probe);
+      if (o_.iters) {
+        for (bool plugin : Transports()) Stream(plugin, size, std::min<uint64_t>(o_.iters, 2 * window));  // warm-up
+      }
+      // kReps alternating runs per transport, each a kReps-th of the iterations; the median of each
+      // transport's runs is reported, so one stall (a descheduled process) moves neither figure.
+      const uint64_t per_rep = std::max<uint64_t>(row.stream_iters / kReps, std::min<uint64_t>(row.stream_iters, 2 * window));
+      std::vector<double> plugin_gbps, raw_gbps;
+      for (int rep = 0; rep < kReps; ++rep)
+        for (bool plugin : Transports()) {
+          double secs = Stream(plugin, size, per_rep);
+          (plugin ? plugin_gbps : raw_gbps).push_back(static_cast<double>(size) * static_cast<double>(per_rep) / secs / 1e9);
+        }
+      row.stream_iters = per_rep * kReps;
+      row.plugin_gbps = Median(plugin_gbps);
+      row.raw_gbps = Median(raw_gbps);
     }
-    for (bool plugin : Transports()) {
-      double secs = Stream(plugin, size, row.stream_iters);
-      double gbps = static_cast<double>(size) * static_cast<double>(row.stream_iters) / secs / 1e9;
-      (plugin ? row.plugin_gbps : row.raw_gbps) = gbps;
-    }
-    if (size <= kRttMaxBytes) {
+    if (o_.rtt && size <= kRttMaxBytes) {
       auto rtt_probe = [&](bool plugin, uint64_t n) { return PingPong(plugin, size, n) * static_cast<double>(n); };
       row.rtt_iters = o_.iters ? o_.iters : Calibrate(16, rtt_probe);
       if (o_.iters) {
         for (bool plugin : Transports()) PingPong(plugin, size, std::min<uint64_t>(o_.iters, 16));
       }
-      for (bool plugin : Transports()) {
-        double us = PingPong(plugin, size, row.rtt_iters) * 1e6;
-        (plugin ? row.plugin_rtt_us : row.raw_rtt_us) = us;
-      }
+      const uint64_t per_rep = std::max<uint64_t>(row.rtt_iters / kReps, std::min<uint64_t>(row.rtt_iters, 16));
+      std::vector<double> plugin_us, raw_us;
+      for (int rep = 0; rep < kReps; ++rep)
+        for (bool plugin : Transports()) (plugin ? plugin_us : raw_us).push_back(PingPong(plugin, size, per_rep) * 1e6);
+      row.rtt_iters = per_rep * kReps;
+      row.plugin_rtt_us = Median(plugin_us);
+      row.raw_rtt_us = Median(raw_us);
     }
     return row;
   }

@@ -48,6 +48,9 @@ struct CommOptions {
   // ring of eager_ring_bytes (0: every send completes on its acknowledgement).
   uint64_t eager_bytes = 0;
   uint64_t eager_ring_bytes = 0;
+  // Send coalescing (sender): an eager send posted within this long of the last write waits to
+  // leave with the next ones (SendComm::Isend); 0: every send is written at once.
+  uint64_t coalesce_ns = 0;
   // Acknowledgement batching (receiver): at most one per ack_batch messages or ack_delay_us.
   uint32_t ack_batch = 16;
   uint32_t ack_delay_us = 100;

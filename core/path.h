@@ -99,6 +99,10 @@ class Path {
   virtual void DiscardCurrentPayload() = 0;
   // Incoming: delivers frames to `sink` until the transport has nothing more or the sink stalls.
   virtual PumpResult Poll(FrameSink& sink) = 0;
+  // The last Poll read nothing at all. A transport whose Poll costs a system call (a stream's
+  // non-blocking read) says so, and the receiver reads a path that keeps coming back empty less
+  // often; the default (false) suits a transport that reads a completion queue in user space.
+  virtual bool LastPollEmpty() const { return false; }
   virtual const std::string& rx_error() const = 0;
   virtual int last_errno() const = 0;
 

@@ -475,13 +475,17 @@ bool RecvComm::SendAck(bool all_paths, bool republish) {
   return sent;
 }
 
-bool RecvComm::OnlySmallBuffersUnpublished() const {
+bool RecvComm::OnlySmallBuffersUnpublished(uint64_t* capacity) const {
+  *capacity = 0;
   const uint64_t limit = std::min<uint64_t>(opts_.eager_bytes, std::min<uint64_t>(kMaxUnsolicitedBytes, opts_.chunk_bytes));
   if (limit == 0 || paths_.empty() || paths_[0]->NeedsPostedBuffer()) return false;
   for (int i = 0; i < active_count_; ++i) {
     const RecvRequest& r = *active_[i];
-    for (int k = 0; k < r.n; ++k)
-      if (r.seq_base + static_cast<uint64_t>(k) >= credit_sent_ && r.entries[k].capacity > limit) return false;
+    for (int k = 0; k < r.n; ++k) {
+      if (r.seq_base + static_cast<uint64_t>(k) < credit_sent_) continue;
+      if (r.entries[k].capacity > limit) return false;
+      *capacity += r.entries[k].capacity;
+    }
   }
   return true;
 }
@@ -560,11 +564,20 @@ Status RecvComm::Progress() {
     if (poll_after_ >= 0) first = (poll_after_ + 1) % n;
     poll_after_ = -1;
     const uint64_t done_before = messages_done_;
+    const uint64_t poll_ns = NowNs();
     for (int k = 0; k < n; ++k) {
       const int i = (first + k) % n;
       Path& p = *paths_[static_cast<size_t>(i)];
       if (!p.alive()) continue;
+      // A path whose last read came back empty is read again only after kIdlePollGapNs, unless it
+      // delivered the last data: in a ping-pong every message comes on one path, and reading the
+      // others each call doubled the system calls of the wait (and the reply's latency with them).
+      // A path carrying traffic (stripes, streaming) never comes back empty for long, so it is read
+      // every call.
+      uint64_t& empty_ns = empty_read_ns_[static_cast<size_t>(i)];
+      if (empty_ns != 0 && i != last_rx_path_ && poll_ns - empty_ns < kIdlePollGapNs) continue;
       if (!HandlePump(p, p.Poll(*this))) return error_;
+      empty_ns = p.LastPollEmpty() ? poll_ns : 0;
       if (fence_due_ != 0 && !FenceNotified()) return error_;
       if (messages_done_ != done_before) {
         if (k + 1 < n) poll_after_ = i;
@@ -581,10 +594,17 @@ Status RecvComm::Progress() {
   bool send = repeat;
   // Buffers that only messages able to come unsolicited fit (eager, one chunk, on a stream) need no
   // prompt descriptor: theirs ride the next acknowledgement, or go after the batch/delay.
-  if (next_post_seq_ > credit_sent_ && !in_irecv_ &&
-      ((!OnlySmallBuffersUnpublished() && credit_sent_ < cum_done_ + kDescLowWater) ||
-       next_post_seq_ - credit_sent_ >= kDescBatch || now - posted_since_ns_ >= delay_ns))
-    send = true;
+  // Tiny buffers (all unpublished ones together within a quarter of the sender's unsolicited byte
+  // budget) are published kDescBatchTiny at a time: in a ping-pong of small messages one control
+  // frame per 4 messages was a quarter of the data's own system calls.
+  if (next_post_seq_ > credit_sent_ && !in_irecv_) {
+    uint64_t capacity = 0;
+    const bool only_small = OnlySmallBuffersUnpublished(&capacity);
+    const uint64_t batch = only_small && capacity <= kMaxUnsolicitedBytes / 4 ? kDescBatchTiny : kDescBatch;
+    if ((!only_small && credit_sent_ < cum_done_ + kDescLowWater) || next_post_seq_ - credit_sent_ >= batch ||
+        now - posted_since_ns_ >= delay_ns)
+      send = true;
+  }
   // Eager messages need no prompt acknowledgement: their sender completed them already, asks for one
   // (kDataFlagAckNow) when its ring runs low, and closes once its peer's transport holds everything.
   // So an acknowledgement held back here rides the next descriptor frame - in a ping-pong, after the

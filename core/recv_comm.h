@@ -47,7 +47,8 @@ class RecvComm final : public Comm {
   bool SendAck(bool all_paths, bool republish);
   // Every buffer whose descriptor is not published yet takes only messages a sender may send
   // without one (wire v4 unsolicited eager messages).
-  bool OnlySmallBuffersUnpublished() const;
+  // *capacity: the bytes those buffers hold together.
+  bool OnlySmallBuffersUnpublished(uint64_t* capacity) const;
   bool SendPathEvent(int path, PathEvent event);
   void SendAbort(AbortReason reason, uint64_t seq);
   // Takes the paths the sender reconnected (failback) in place of failed ones. A rejoin for a path
@@ -77,6 +78,7 @@ class RecvComm final : public Comm {
   uint64_t posted_since_ns_ = 0;  // when next_post_seq_ first moved past credit_sent_
   static constexpr uint64_t kDescLowWater = 4;  // publish at once when the sender holds fewer
   static constexpr uint64_t kDescBatch = 4;
+  static constexpr uint64_t kDescBatchTiny = kMaxUnsolicitedMsgs / 2;
   int last_rx_path_ = -1;       // path that last delivered a data frame
   bool ack_all_paths_ = false;  // a duplicate arrived: the next acknowledgement goes on every path
   // The sender's fence notices (SendComm::QueueFenceNotices): paths it failed over whose end here is
@@ -130,6 +132,9 @@ class RecvComm final : public Comm {
   uint64_t staged_frames_ = 0;
   uint64_t messages_done_ = 0;  // messages received whole
   int poll_after_ = -1;         // the last read stopped early after this path
+  // When each path's last read came back empty (0: it delivered something); see Progress.
+  std::array<uint64_t, 64> empty_read_ns_{};
+  static constexpr uint64_t kIdlePollGapNs = 10'000;
 
  public:
   uint64_t staged_frames() const { return staged_frames_; }

@@ -104,11 +104,28 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   FF_PROBE(send_post, opts_.task_hash, m.collective, size, peer_.c_str(), m.home_path, opts_.sla_us, 0,
            opts_.task.c_str());
   *out = r;
+  // Coalescing: an eager send posted soon after the last write waits for the sends that follow, so
+  // a burst of small messages leaves in one write instead of one system call each (on loopback
+  // that call also runs the receiver's TCP stack; it was the whole cost of a small message). It
+  // is held at most coalesce_ns: the next isend or test() after that writes it, and so does any
+  // test() of a request still held (eager completion needs the bytes handed to the transport).
+  // Only while the caller has an older send to test: the test() that releases the last request not
+  // held writes the held ones (Test), so a caller that tests what it posted never waits on a hold.
+  // A lone message (a ping-pong, a collective's last step) finds the last write long past and goes.
+  if (m.eager && opts_.coalesce_ns != 0 && held_ < kMaxHeld && held_bytes_ + size <= kMaxHeldBytes &&
+      pool_.in_use() - held_ >= 2 && now - last_write_ns_ < opts_.coalesce_ns) {
+    ++held_;
+    held_bytes_ += size;
+    return Status::Ok();
+  }
   // Start the bytes moving now; small messages often leave in this very call. A failure found
   // here is sticky and reported by test(), which is where NCCL expects it.
   in_isend_ = true;
   (void)Progress();
   in_isend_ = false;
+  // From the end of the write: on loopback the write itself takes longer than the caller needs to
+  // post the next send.
+  if (opts_.coalesce_ns != 0) last_write_ns_ = NowNs();
   return Status::Ok();
 }
 
@@ -225,10 +242,23 @@ Path* SendComm::PickPath(SendMsg& m) {
   const bool striped = m.size >= opts_.stripe_min_bytes;
   Path* best = nullptr;
   uint64_t best_load = 0;
+  // The queue limit counts chunks; small messages may fill a path's queue up to kStickyQueueBytes
+  // instead, so that a burst of them is written at once.
+  auto usable = [&](const Path& p) {
+    const bool room = p.queued_data_frames() < opts_.max_queued_chunks ||
+                      (!striped && p.queued_payload_bytes() + m.size <= kStickyQueueBytes);
+    return p.alive() && !p.draining() && p.CanQueue() && room && !owes(p);
+  };
+  // Small messages stay on the path the last one took while its queue is short: messages queued
+  // together on one path leave in one write (coalescing), where spreading them would cost a write
+  // per path. Past kStickyQueueBytes the least loaded path takes over.
+  if (!striped && last_small_path_ >= 0 && static_cast<size_t>(last_small_path_) < paths_.size()) {
+    Path& p = *paths_[static_cast<size_t>(last_small_path_)];
+    if (usable(p) && p.queued_payload_bytes() + m.size <= kStickyQueueBytes) best = &p;
+  }
   for (auto& p : paths_) {
-    if (!p->alive() || p->draining() || !p->CanQueue() || p->queued_data_frames() >= opts_.max_queued_chunks ||
-        owes(*p))
-      continue;
+    if (best != nullptr && !striped) break;
+    if (!usable(*p)) continue;
     uint64_t load = p->queued_payload_bytes();
     if (striped) load += static_cast<uint64_t>(std::max<int64_t>(p->InFlightBytes(), 0));
     if (best == nullptr || load < best_load) {
@@ -236,7 +266,7 @@ Path* SendComm::PickPath(SendMsg& m) {
       best_load = load;
     }
   }
-  if (best != nullptr && m.size < opts_.stripe_min_bytes) m.home_path = best->index();
+  if (best != nullptr && !striped) m.home_path = last_small_path_ = best->index();
   return best;
 }
 
@@ -589,6 +619,11 @@ bool SendComm::RxCanWait() const {
 
 Status SendComm::Progress() {
   if (!error_.ok()) return error_;
+  if (held_ > 0) {  // sends held for coalescing are scheduled and written below
+    held_ = 0;
+    held_bytes_ = 0;
+    wrote_held_ = true;
+  }
   const bool waiting = inflight_count() > 0;
   if (waiting && !CheckHealth()) return error_;
   // Reading can wait inside isend - but never past the acknowledgement timeout, which must judge
@@ -821,7 +856,12 @@ Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {
   // While a failover holds completions, testing even a finished request must progress the
   // communicator: the caller may be waiting on exactly this request, and the failover ends only
   // when the re-sent data's acknowledgements are read.
-  Status s = complete() && !gate_.paused() ? Status::Ok() : Progress();
+  const bool write_held = held_ > 0 && (pool_.in_use() - held_ <= 1 || NowNs() - last_write_ns_ >= opts_.coalesce_ns);
+  Status s = complete() && !gate_.paused() && !write_held ? Status::Ok() : Progress();
+  if (wrote_held_) {
+    wrote_held_ = false;
+    last_write_ns_ = NowNs();
+  }
   const bool finished = complete();
   if (!finished && !s.ok()) return s;  // a completed request stays complete even if the comm failed later
   if (gate_.paused() || !finished) return Status::Ok();

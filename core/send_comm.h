@@ -119,6 +119,16 @@ class SendComm final : public Comm {
   bool acks_asked_ = false;      // the acknowledgement timeout asked for one (eager messages only owed)
   uint64_t unsolicited_messages_ = 0;
   bool in_isend_ = false;
+  // Send coalescing (Isend): eager sends held since the last write, and when that was.
+  static constexpr int kMaxHeld = 16;
+  static constexpr uint64_t kMaxHeldBytes = 128 * 1024;
+  int held_ = 0;
+  uint64_t held_bytes_ = 0;
+  uint64_t last_write_ns_ = 0;
+  bool wrote_held_ = false;
+  // PickPath: the path the last small (unstriped) message took, kept while its queue is short.
+  int last_small_path_ = -1;
+  static constexpr uint64_t kStickyQueueBytes = 128 * 1024;
   // Acknowledgement timeout: last time the cumulative ack moved (or sending started).
   uint64_t ack_progress_ns_ = 0;
   uint64_t ack_seen_ = 0;

@@ -69,6 +69,10 @@ const std::vector<KnobSpec> kSpecs = {
     {"FLEXIFORCE_EAGER_RING", KnobType::kBytes, "2M", 0, 1 * kGiB,
      "bytes of the per-connection retransmit ring that holds eager sends until acknowledged; a send that "
      "does not fit waits for its acknowledgement instead"},
+    {"FLEXIFORCE_COALESCE_US", KnobType::kInt, "4", 0, 1000,
+     "eager sends posted within this long of the connection's last write wait to leave together in one "
+     "write (at most 16, and never past the caller's next test of a send still held); 0 = every send is "
+     "written at once"},
     {"FLEXIFORCE_ACK_BATCH", KnobType::kInt, "16", 1, 1024,
      "the receiver acknowledges eager messages at most once per this many (or FLEXIFORCE_ACK_DELAY_US); "
      "messages whose sender waits are acknowledged at once"},
@@ -85,7 +89,8 @@ const std::vector<KnobSpec> kSpecs = {
      "prefix for /sys when reading NIC health counters and discovering RDMA ports (tests point it at a fixture "
      "tree)"},
     {"FLEXIFORCE_QUEUED_CHUNKS", KnobType::kInt, "2", 1, 64,
-     "chunks queued per path ahead of the socket; more hides latency, fewer balances paths better"},
+     "chunks queued per path ahead of the socket (small unstriped messages: up to 128 KiB of them); more "
+     "hides latency, fewer balances paths better"},
     {"FLEXIFORCE_TRAFFIC_CLASS", KnobType::kInt, "-1", -1, 255,
      "IP TOS byte for every path (-1: derive from the SLA level when steering, else leave unset); "
      "a communicator's ncclConfig trafficClass wins over this"},
@@ -328,6 +333,7 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.dual_path_ms = static_cast<int>(num("FLEXIFORCE_DUAL_PATH_MS"));
   c.eager_bytes = num("FLEXIFORCE_EAGER_BYTES");
   c.eager_ring_bytes = num("FLEXIFORCE_EAGER_RING");
+  c.coalesce_us = static_cast<int>(num("FLEXIFORCE_COALESCE_US"));
   c.ack_batch = static_cast<int>(num("FLEXIFORCE_ACK_BATCH"));
   c.ack_delay_us = static_cast<int>(num("FLEXIFORCE_ACK_DELAY_US"));
   c.nic_health = num("FLEXIFORCE_NIC_HEALTH") != 0;

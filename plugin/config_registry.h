@@ -52,6 +52,7 @@ struct Config {
   int dual_path_ms;      // FLEXIFORCE_DUAL_PATH_MS; 0: no canary comparison
   int64_t eager_bytes;       // FLEXIFORCE_EAGER_BYTES; 0: no eager sends
   int64_t eager_ring_bytes;  // FLEXIFORCE_EAGER_RING
+  int coalesce_us;           // FLEXIFORCE_COALESCE_US
   int ack_batch;             // FLEXIFORCE_ACK_BATCH
   int ack_delay_us;          // FLEXIFORCE_ACK_DELAY_US
   bool nic_health;       // FLEXIFORCE_NIC_HEALTH

@@ -484,6 +484,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
   opts.dual_path_ms = static_cast<uint32_t>(cfg.dual_path_ms);
   opts.eager_bytes = static_cast<uint64_t>(cfg.eager_bytes);
   opts.eager_ring_bytes = static_cast<uint64_t>(cfg.eager_ring_bytes);
+  opts.coalesce_ns = static_cast<uint64_t>(cfg.coalesce_us) * 1000;
   opts.nic_watch = st.nic_watch();
   if (st.verbs()) {
     // Eager sends would post from the retransmit ring, registering and deregistering pieces of it per

@@ -118,15 +118,17 @@ bool StreamPath::Flush() {
   return true;
 }
 
-bool StreamPath::FillStaging(PumpResult* result) {
+bool StreamPath::FillStaging(PumpResult* result, bool* drained) {
   if (rpos_ == wpos_) rpos_ = wpos_ = 0;
   if (wpos_ == kStagingBytes) {
     std::memmove(staging_.get(), staging_.get() + rpos_, wpos_ - rpos_);
     wpos_ -= rpos_;
     rpos_ = 0;
   }
-  ssize_t r = stream_->Recv(staging_.get() + wpos_, kStagingBytes - wpos_);
+  const size_t room = kStagingBytes - wpos_;
+  ssize_t r = stream_->Recv(staging_.get() + wpos_, room);
   if (r > 0) {
+    *drained = static_cast<size_t>(r) < room;
     wpos_ += static_cast<size_t>(r);
     bytes_received_ += static_cast<uint64_t>(r);
     return true;
@@ -143,12 +145,24 @@ bool StreamPath::FillStaging(PumpResult* result) {
 }
 
 PumpResult StreamPath::Poll(FrameSink& sink) {
-  PumpResult result = PumpResult::kIdle;
+  const uint64_t before = bytes_received_;
   int frames = 0;
+  const PumpResult result = PollFrames(sink, &frames);
+  last_poll_empty_ = result == PumpResult::kIdle && frames == 0 && bytes_received_ == before;
+  return result;
+}
+
+PumpResult StreamPath::PollFrames(FrameSink& sink, int* frames_out) {
+  PumpResult result = PumpResult::kIdle;
+  int& frames = *frames_out;
+  // A read that returned less than it asked for took everything the socket held: asking again in
+  // this call would almost always come back empty (a system call on every message's critical path,
+  // right after its last byte). What arrives meanwhile is read by the next call.
+  bool drained = false;
   for (;;) {
     if (!have_header_) {
       if (wpos_ - rpos_ < sizeof(FrameHeader)) {
-        if (!FillStaging(&result)) return result;
+        if (drained || !FillStaging(&result, &drained)) return result;
         continue;
       }
       std::memcpy(&rx_hdr_, staging_.get() + rpos_, sizeof(FrameHeader));
@@ -182,10 +196,12 @@ PumpResult StreamPath::Poll(FrameSink& sink) {
       rx_got_ += static_cast<uint32_t>(n);
       continue;
     }
+    if (drained) return PumpResult::kIdle;
     if (rx_dest_ != nullptr && remaining >= kDirectReadMin) {
       // Large payloads land straight in the posted buffer: no copy through staging.
       ssize_t r = stream_->Recv(rx_dest_ + rx_got_, remaining);
       if (r > 0) {
+        drained = static_cast<uint32_t>(r) < remaining;
         rx_got_ += static_cast<uint32_t>(r);
         bytes_received_ += static_cast<uint64_t>(r);
         continue;
@@ -195,7 +211,7 @@ PumpResult StreamPath::Poll(FrameSink& sink) {
       last_errno_ = errno;
       return PumpResult::kIoError;
     }
-    if (!FillStaging(&result)) return result;
+    if (!FillStaging(&result, &drained)) return result;
   }
 }
 

@@ -42,6 +42,7 @@ class StreamPath final : public Path {
   bool receiving_payload() const { return have_header_; }
   // Delivers at most kMaxFramesPerPoll frames; kIdle then, even if more are staged.
   PumpResult Poll(FrameSink& sink) override;
+  bool LastPollEmpty() const override { return last_poll_empty_; }
   const std::string& rx_error() const override { return rx_error_; }
   int last_errno() const override { return last_errno_; }
   uint64_t bytes_sent() const { return bytes_sent_; }
@@ -61,7 +62,9 @@ class StreamPath final : public Path {
     uint32_t sent;  // bytes of header+payload already written
   };
 
-  bool FillStaging(PumpResult* result);
+  // One read into staging; *drained: it returned less than there was room for.
+  bool FillStaging(PumpResult* result, bool* drained);
+  PumpResult PollFrames(FrameSink& sink, int* frames);
 
   std::unique_ptr<ByteStream> stream_;
   mutable int ifindex_ = -1;  // resolved on first use
@@ -84,6 +87,7 @@ class StreamPath final : public Path {
   int last_errno_ = 0;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
+  bool last_poll_empty_ = false;
 };
 
 // TCP_INFO of one socket as a neutral path sample (invalid when fd < 0 or the call fails).

@@ -215,8 +215,13 @@ void ExpectRealMessage(NetPeer& peer, void* lc) {
 // A hello that declares two paths, from a peer that then goes away, is not a connection: accept
 // never hands it out, its socket is freed once FLEXIFORCE_CONNECT_TIMEOUT_MS has passed, and the
 // real peer that comes next is served.
+// The plugin reads FLEXIFORCE_CONNECT_TIMEOUT_MS once, at its first init in the process: set here,
+// before any test of this binary initializes it, so the test passes whichever tests ran before it
+// in the same process (set inside the test, it was 1 s only when the test ran alone).
+const bool kConnectTimeoutSet = ::setenv("FLEXIFORCE_CONNECT_TIMEOUT_MS", "1000", 1) == 0;
+
 TEST(HostilePeer, PartialGroupWhosePathsClosedExpiresAndAcceptServesTheRealPeer) {
-  ::setenv("FLEXIFORCE_CONNECT_TIMEOUT_MS", "1000", 1);  // read at the plugin's first init in this process
+  ASSERT_TRUE(kConnectTimeoutSet);
   NetPeer peer;
   char handle[128];
   void* lc = peer.Listen(handle);
