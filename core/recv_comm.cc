@@ -628,6 +628,12 @@ Status RecvComm::Progress() {
   return error_;
 }
 
+void RecvComm::AcknowledgeBeforeClose() {
+  if (!error_.ok() || cum_done_ <= acked_) return;
+  if (SendAck(true, false)) acked_ = cum_done_;
+  (void)FlushAll();
+}
+
 Status RecvComm::Test(RecvRequest* r, int* done, uint64_t* sizes) {
   *done = 0;
   Status s = Progress();

@@ -22,6 +22,10 @@ class RecvComm final : public Comm {
   // Progresses and reports completion with the real message sizes; releases the request when done.
   Status Test(RecvRequest* r, int* done, uint64_t* sizes);
   Status Progress() override;
+  // Before close: the acknowledgement of messages received but not yet acknowledged (eager ones are
+  // acknowledged lazily) goes out now, on every live path, so the sender's close finds them
+  // delivered instead of a connection its peer closed under them. Best effort, never blocks.
+  void AcknowledgeBeforeClose();
 
   HeaderVerdict OnHeader(Path& path, const FrameHeader& h, char** dest) override;
   void OnFrameComplete(Path& path, const FrameHeader& h) override;

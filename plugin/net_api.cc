@@ -595,6 +595,7 @@ Status CloseRecv(void* recv_comm) {
   if (h == nullptr) return Status::Ok();
   if (h->magic != RecvHandle::kMagic) return InvalidArgument("closeRecv: not a receive comm");
   h->magic = 0;
+  h->comm->AcknowledgeBeforeClose();
   // The queue pairs go with the comm first, so no write can land once the registrations are released.
   const Caches mrs = h->mrs;
   h->comm.reset();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 
 #include "pcie/net_device_path.h"
@@ -137,7 +138,9 @@ Discovery DiscoverWithVerbs(const IbverbsLoader& ib, const DiscoveryOptions& o) 
   DeviceListOwner list;
   int n = 0;
   if (Status s = GetDeviceList(ib, &list, &n); !s.ok()) {
-    d.warnings.push_back(s.message());
+    // ENOSYS: the kernel has no RDMA subsystem (no uverbs) - a host without RDMA devices, which
+    // the transport choice reports at INFO ("no RDMA device"), not a fault worth a warning.
+    if (errno != ENOSYS) d.warnings.push_back(s.message());
     return d;
   }
   std::vector<ibv_device*> devices(list.get(), list.get() + n);

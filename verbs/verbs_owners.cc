@@ -36,7 +36,12 @@ Status GetDeviceList(const IbverbsLoader& ib, DeviceListOwner* out, int* count) 
   if (!ib.available()) return Unavailable(ib, "ibv_get_device_list");
   errno = 0;
   ibv_device** list = ib.api().get_device_list(count);
-  if (list == nullptr) return Failed("ibv_get_device_list", "all devices");
+  if (list == nullptr) {
+    const int err = errno;
+    Status s = Failed("ibv_get_device_list", "all devices");
+    errno = err;  // kept for the caller (ENOSYS: no RDMA subsystem in this kernel)
+    return s;
+  }
   *out = DeviceListOwner(list, {&ib.api()});
   return Status::Ok();
 }
