@@ -349,11 +349,12 @@ void RecvComm::CompleteData(int lane, const FrameHeader& h) {
   if (h.flags & kDataFlagAckNow) ack_now_ = true;
   RecvRequest* r = path_req_[li];
   ++r->done_count;
-  Record(e->collective, e->total, NowNs() - r->start_ns, sla::Direction::kRecv);
+  const uint64_t now = NowNs();
+  Record(e->collective, e->total, now - r->start_ns, sla::Direction::kRecv);
   FF_PROBE(recv_done, opts_.task_hash, e->collective, e->total, peer_.c_str(), lane == kStageLane ? -1 : lane, opts_.sla_us,
-           NowNs() - r->start_ns, opts_.task.c_str());
+           now - r->start_ns, opts_.task.c_str());
   done_bits_[h.seq % kDoneWindow] = true;
-  if (cum_done_ == acked_) done_since_ns_ = NowNs();
+  if (cum_done_ == acked_) done_since_ns_ = now;
   while (done_bits_[cum_done_ % kDoneWindow]) {
     done_bits_[cum_done_ % kDoneWindow] = false;
     ++cum_done_;
@@ -550,7 +551,8 @@ Status RecvComm::Progress() {
     if (!AdoptRejoins()) return error_;
   }
   if (!CheckHealth()) return error_;
-  if (expecting) ReportIfStuck(NowNs());
+  const uint64_t poll_ns = NowNs();  // one clock read for the stuck report and the read pacing
+  if (expecting) ReportIfStuck(poll_ns);
   // Inside irecv the paths are not read: the caller's test() comes next and reads them, and in a
   // ping-pong the caller's reply usually goes first - every system call here would sit on its
   // critical path. Otherwise every path is read, starting with the one that last delivered data;
@@ -564,7 +566,6 @@ Status RecvComm::Progress() {
     if (poll_after_ >= 0) first = (poll_after_ + 1) % n;
     poll_after_ = -1;
     const uint64_t done_before = messages_done_;
-    const uint64_t poll_ns = NowNs();
     for (int k = 0; k < n; ++k) {
       const int i = (first + k) % n;
       Path& p = *paths_[static_cast<size_t>(i)];
