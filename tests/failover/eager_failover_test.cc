@@ -18,65 +18,16 @@
 #include "tcp/byte_stream.h"
 #include "tcp/socket.h"
 #include "tcp/stream_path.h"
+#include "tests/failover/socketpair_pair.h"
 #include "tests/failover/socketpair_stream.h"
 
 namespace ff {
 namespace {
 
-// A stream over one end of a socketpair that the test can cut: after Cut() every call fails as a
-// reset connection would, and what the kernel still held for it is never read.
-class CuttableStream final : public ByteStream {
- public:
-  CuttableStream(int fd, std::shared_ptr<bool> cut) : fd_(fd), cut_(std::move(cut)) {}
-  ~CuttableStream() override { close(fd_); }
-  ssize_t Send(const iovec* iov, int n) override {
-    if (*cut_) {
-      errno = EPIPE;
-      return -1;
-    }
-    return tcp::SendSome(fd_, iov, n);
-  }
-  ssize_t Recv(void* buf, size_t len) override {
-    if (*cut_) {
-      errno = ECONNRESET;
-      return -1;
-    }
-    return tcp::RecvSome(fd_, buf, len);
-  }
-  std::string Describe() const override { return "socketpair fd " + std::to_string(fd_); }
-  int fd() const override { return -1; }  // no TCP_INFO on a socketpair
+using Pair = testing::CommPair;
 
- private:
-  int fd_;
-  std::shared_ptr<bool> cut_;
-};
-
-struct Pair {
-  std::unique_ptr<SendComm> send;
-  std::unique_ptr<RecvComm> recv;
-  std::vector<std::shared_ptr<bool>> cuts;
-};
-
-// `sndbuf0` > 0 shrinks path 0's send buffer, so a message larger than it stays partly queued there.
 Pair MakePair(int npaths, const CommOptions& opts, int sndbuf0 = 0) {
-  Pair p;
-  std::vector<std::unique_ptr<Path>> s, r;
-  for (int i = 0; i < npaths; ++i) {
-    int fds[2];
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-    EXPECT_TRUE(tcp::SetNonBlocking(fds[0]).ok());
-    EXPECT_TRUE(tcp::SetNonBlocking(fds[1]).ok());
-    if (i == 0 && sndbuf0 > 0) {
-      EXPECT_EQ(setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &sndbuf0, sizeof(sndbuf0)), 0);
-    }
-    auto cut = std::make_shared<bool>(false);
-    p.cuts.push_back(cut);
-    s.push_back(std::make_unique<StreamPath>(i, std::make_unique<CuttableStream>(fds[0], cut)));
-    r.push_back(std::make_unique<StreamPath>(i, std::make_unique<CuttableStream>(fds[1], cut)));
-  }
-  p.send = std::make_unique<SendComm>(std::move(s), opts, "receiver");
-  p.recv = std::make_unique<RecvComm>(std::move(r), opts, "sender");
-  return p;
+  return testing::MakeCommPair(npaths, opts, sndbuf0);
 }
 
 using testing::EagerOptions;

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -18,81 +17,22 @@
 #include "tcp/byte_stream.h"
 #include "tcp/socket.h"
 #include "tcp/stream_path.h"
+#include "tests/failover/socketpair_pair.h"
 #include "tests/failover/socketpair_stream.h"
 
 namespace ff {
 namespace {
 
-// Counts the writes that carried bytes; after Cut() every call fails as a reset connection would.
-struct StreamState {
-  std::atomic<int> writes{0};
-  bool cut = false;
-};
+using Pair = testing::CommPair;
 
-class CountingStream final : public ByteStream {
- public:
-  CountingStream(int fd, std::shared_ptr<StreamState> st) : fd_(fd), st_(std::move(st)) {}
-  ~CountingStream() override { close(fd_); }
-  ssize_t Send(const iovec* iov, int n) override {
-    if (st_->cut) {
-      errno = EPIPE;
-      return -1;
-    }
-    const ssize_t r = tcp::SendSome(fd_, iov, n);
-    if (r > 0) ++st_->writes;
-    return r;
-  }
-  ssize_t Recv(void* buf, size_t len) override {
-    if (st_->cut) {
-      errno = ECONNRESET;
-      return -1;
-    }
-    return tcp::RecvSome(fd_, buf, len);
-  }
-  std::string Describe() const override { return "socketpair fd " + std::to_string(fd_); }
-  int fd() const override { return -1; }
-
- private:
-  int fd_;
-  std::shared_ptr<StreamState> st_;
-};
-
-struct Pair {
-  std::unique_ptr<SendComm> send;
-  std::unique_ptr<RecvComm> recv;
-  std::vector<std::shared_ptr<StreamState>> out;  // the sender's end of each path
-  std::vector<std::shared_ptr<StreamState>> in;   // the receiver's end
-  int writes() const {
-    int n = 0;
-    for (const auto& s : out) n += s->writes.load();
-    return n;
-  }
-};
+Pair MakePair(int npaths, const CommOptions& opts, int sndbuf0 = 0) {
+  return testing::MakeCommPair(npaths, opts, sndbuf0);
+}
 
 CommOptions CoalescingOptions(uint64_t coalesce_ns) {
   CommOptions o = testing::EagerOptions();
   o.coalesce_ns = coalesce_ns;
   return o;
-}
-
-Pair MakePair(int npaths, const CommOptions& opts) {
-  Pair p;
-  std::vector<std::unique_ptr<Path>> s, r;
-  for (int i = 0; i < npaths; ++i) {
-    int fds[2];
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-    EXPECT_TRUE(tcp::SetNonBlocking(fds[0]).ok());
-    EXPECT_TRUE(tcp::SetNonBlocking(fds[1]).ok());
-    auto out = std::make_shared<StreamState>();
-    auto in = std::make_shared<StreamState>();
-    p.out.push_back(out);
-    p.in.push_back(in);
-    s.push_back(std::make_unique<StreamPath>(i, std::make_unique<CountingStream>(fds[0], out)));
-    r.push_back(std::make_unique<StreamPath>(i, std::make_unique<CountingStream>(fds[1], in)));
-  }
-  p.send = std::make_unique<SendComm>(std::move(s), opts, "receiver");
-  p.recv = std::make_unique<RecvComm>(std::move(r), opts, "sender");
-  return p;
 }
 
 std::vector<char> Message(int i, size_t size) {
@@ -216,9 +156,8 @@ TEST(SendCoalescing, APathThatDiesUnderHeldSendsLosesNothing) {
     ASSERT_NE(reqs.back(), nullptr);
   }
   // Every small send sticks to one path; cut it before the held ones are written.
-  const int sticky = p.out[0]->writes > 0 ? 0 : 1;
-  p.out[static_cast<size_t>(sticky)]->cut = true;
-  p.in[static_cast<size_t>(sticky)]->cut = true;
+  const int sticky = *p.writes_out[0] > 0 ? 0 : 1;
+  *p.cuts[static_cast<size_t>(sticky)] = true;
   // Receiving drives the sender too (its progress writes the held sends, finds the cut and fails
   // over); then every send completes.
   ReceiveAll(p, sent);
