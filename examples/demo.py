@@ -397,7 +397,10 @@ def main():
         if not os.path.exists(exe):
             raise SystemExit(f"demo: {exe} is missing; build first (bash examples/demo.sh builds it)")
     stats_dir = tempfile.mkdtemp(prefix="ff-demo-stats-")
-    tmp = tempfile.mkdtemp(prefix="ff-demo-")
+    # One logs folder, replaced by every run (a fresh mkdtemp per run left one behind each time).
+    tmp = os.path.join(tempfile.gettempdir(), "ff-demo-logs")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
     probe_dir = os.path.join(tempfile.gettempdir(), "ff-demo-probe-report")
     shutil.rmtree(probe_dir, ignore_errors=True)
     os.makedirs(probe_dir)

@@ -15,9 +15,18 @@
 
 namespace fmt = ff::sla::stats_format;
 
+namespace {
+// The scratch file each input is written to; removed when the fuzzer exits (one was left per run).
+struct ScratchFile {
+  std::string path = "/tmp/ff-fuzz-stats-" + std::to_string(getpid());
+  ~ScratchFile() { ::unlink(path.c_str()); }
+};
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  static const std::string path = "/tmp/ff-fuzz-stats-" + std::to_string(getpid());
+  static const ScratchFile scratch;
+  const std::string& path = scratch.path;
   std::vector<uint8_t> file;
   if (data[0] & 1) {
     file.assign(data + 1, data + size);
