@@ -145,6 +145,8 @@ char* Comm::ControlBuffer(int path) { return control_rx_.get() + static_cast<siz
 
 void Comm::ReplacePath(int index, std::unique_ptr<Path> path) {
   auto& slot = paths_[static_cast<size_t>(index)];
+  if (path->route().empty()) path->set_route(slot->route());  // failback reconnects over the same route
+  PathWatchdog::ClearRouteFailure(path->route());             // which it just crossed
   if (slot->alive()) slot->Fence();  // stale: the peer gave up on it, whatever it still holds is re-sent
   slot = std::move(path);
   if (dual_.active() && dual_.subject() == index) dual_.Cancel();
@@ -152,6 +154,9 @@ void Comm::ReplacePath(int index, std::unique_ptr<Path> path) {
   ++st.generation;
   st.hedged = false;
   st.closed_by_peer = false;
+  st.route_failed = false;
+  st.peer_route_failed = false;
+  st.route_drained_ns = 0;
   st.ifname.clear();
   nic_gen_seen_ = ~uint64_t{0};  // judge the new path's NIC on the next check
   watchdog_.ResetPath(index);
@@ -223,12 +228,33 @@ bool Comm::CheckHealth() {
   }
   Path& p = *paths_[static_cast<size_t>(rep.path)];
   const std::string why = std::string(PathFaultName(rep.cause)) + " (" + rep.detail + ")";
+  if (IsRouteFailure(rep.cause, rep.err)) NoteRouteFailure(p, PathFaultName(rep.cause));
   if (IsSoftFault(rep.cause)) {
     SoftDegrade(p, why, now);  // debounced soft signal
     return true;
   }
-  if (rep.cause == PathFault::kSilent) return OnPathSilent(p, why, rep.silent_ns);
+  if (rep.cause == PathFault::kRouteFate && rep.idle) {
+    // Nothing stuck on it yet: keep new chunks off a route that just failed elsewhere, and ask for an
+    // acknowledgement: a working route answers (which clears its failure, and the path returns after
+    // the failback time), a dead one leaves the path to the absolute rule and failback.
+    if (usable_paths() >= 2) {
+      Drain(p, why);
+      St(p.index()).route_drained_ns = NowNs();
+      ProbeRoute(p);
+    }
+    return true;
+  }
+  if (IsHedgeFault(rep.cause)) return OnPathSilent(p, why, rep.silent_ns);
   return PathDown(p, why, rep.cause);
+}
+
+void Comm::NoteRouteFailure(Path& p, const char* how) {
+  if (!p.alive()) return;
+  St(p.index()).route_failed = true;
+  if (p.route().empty()) return;
+  PathWatchdog::RecordRouteFailure(p.route(), NowNs());
+  FF_INFO(NCCL_NET, "path %d (%s) to %s: its route failed (%s); other paths of this process over its %d fabric "
+          "link(s) are suspect", p.index(), p.Describe().c_str(), peer_.c_str(), how, p.route().n);
 }
 
 void Comm::Drain(Path& p, const std::string& why) {
@@ -278,9 +304,16 @@ void Comm::ReadmitDrained(uint64_t now_ns) {
   for (auto& p : paths_) {
     if (!p->alive() || !p->draining() || NicDegraded(p->index()) || !watchdog_.ReadyToReadmit(p->index(), now_ns))
       continue;
+    PathState& st = St(p->index());
+    // A path drained because its route failed elsewhere, which has since answered its probe: the
+    // route works (for its links at least).
+    if (st.route_drained_ns != 0 && watchdog_.LastAdvanceNs(p->index()) > st.route_drained_ns)
+      PathWatchdog::ClearRouteFailure(p->route());
+    if (PathWatchdog::RouteFailedAt(p->route(), now_ns) != 0) continue;  // a link under it failed lately
     p->SetDraining(false);
     watchdog_.NoteReadmitted(p->index());
     St(p->index()).hedged = false;
+    st.route_drained_ns = 0;
     FF_WARN("path %d (%s) to %s is back in service: no retransmission for the failback time", p->index(),
             p->Describe().c_str(), peer_.c_str());
     if (opts_.dual_path_ms > 0 && !dual_.active()) StartDualPath(*p, DualPathCompare::Kind::kReturn, "", now_ns);
@@ -318,6 +351,7 @@ bool Comm::HandlePump(Path& p, PumpResult r) {
       }
       return PathDown(p, "peer closed the connection");
     case PumpResult::kIoError:
+      if (IsRouteFailure(PathFault::kNone, p.last_errno())) NoteRouteFailure(p, "receive failed");
       // The transport's own account, when it has one (verbs: the async event or failed completion).
       return PathDown(p, ErrnoMessage("receive failed", p.last_errno()) + (p.rx_error().empty() ? "" : "; " + p.rx_error()));
     case PumpResult::kBadFrame:
@@ -334,6 +368,7 @@ bool Comm::FlushAll() {
   for (auto& p : paths_) {
     if (!p->alive() || p->queued_frames() == 0) continue;
     if (!p->Flush()) {
+      if (IsRouteFailure(PathFault::kNone, p->last_errno())) NoteRouteFailure(*p, "send failed");
       if (!PathDown(*p, ErrnoMessage("send failed", p->last_errno()))) return false;
     }
   }

@@ -83,6 +83,10 @@ class Comm : public FrameSink {
   void Fail(Status s);
   // A path failed: mark it dead. Returns false when no path is left (the communicator has failed).
   bool PathDown(Path& p, const std::string& why, PathFault cause = PathFault::kNone);
+  // Path `p` failed in a way that condemns its route (IsRouteFailure, or the peer said so): records
+  // the route process-wide, so other paths on it are judged by the route-fate rule
+  // (PathWatchdog::JudgeRouteFate), and marks the path so the peer is told (OnPathLost).
+  void NoteRouteFailure(Path& p, const char* how);
   // Runs the path watchdog; false when the communicator failed.
   bool CheckHealth();
   // "2 (10.0.0.1:50000->10.0.0.2:41234)" for every live path, for failover log lines.
@@ -104,6 +108,10 @@ class Comm : public FrameSink {
   // The watchdog wants an acknowledgement on idle path `p` as the relative rule's witness
   // (PathWatchdog::WitnessWanted). The sender sends a small control frame; default: nothing.
   virtual void SendWitness(Path& /*p*/) {}
+  // An idle path was drained because its route failed elsewhere: the sender sends two small control
+  // frames on it, which a working route acknowledges and a dead one leaves unacknowledged (then the
+  // absolute rule declares the path dead). Default: nothing.
+  virtual void ProbeRoute(Path& /*p*/) {}
   // What the communicator knows about each path, in one table. The transport's own state (alive,
   // draining) sits in the Path; everything else is here, indexed by path.
   struct PathState {
@@ -114,6 +122,9 @@ class Comm : public FrameSink {
     bool peer_nic_news = false;      // peer_nic_degraded changed; acted on after the pump round (sender)
     bool peer_lost = false;          // the receiver reported it lost; acted on after the pump round (sender)
     bool closed_by_peer = false;     // the peer closed it in order with nothing owed: no failback
+    bool route_failed = false;       // it failed in a way that condemns its route (IsRouteFailure)
+    bool peer_route_failed = false;  // the receiver reported it lost to a route failure (sender)
+    uint64_t route_drained_ns = 0;   // when it was drained, idle, because its route failed elsewhere (0: not)
     std::string ifname;              // local interface, resolved once per incarnation
     // Failback schedule (sender; the transport's reconnector does the connecting).
     uint64_t down_ns = 0;      // when the path failed; 0 while it is alive

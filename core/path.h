@@ -24,6 +24,24 @@ namespace ff {
 
 class Path;
 
+// The links of a path's route that join two switches, as the wiring knows them (the path oracle's
+// link indices, pathctl::FabricLinks): the same for both directions of a route, so two paths that
+// share one share the fate of a cut there. Empty: unknown (no topology file, or not a stream path).
+struct RouteLinks {
+  static constexpr int kMax = 8;
+  uint32_t link[kMax] = {};
+  int n = 0;
+  bool empty() const { return n == 0; }
+  void Add(uint32_t l) {
+    if (n < kMax) link[n++] = l;
+  }
+  bool Contains(uint32_t l) const {
+    for (int i = 0; i < n; ++i)
+      if (link[i] == l) return true;
+    return false;
+  }
+};
+
 enum class HeaderVerdict { kAccept, kStall, kReject };
 
 // Receives parsed frames; implemented by the send and receive communicators.
@@ -68,6 +86,9 @@ class Path {
   // A draining path is alive (it finishes what it holds, carries control messages) but takes no new chunks.
   bool draining() const { return draining_; }
   void SetDraining(bool d) { draining_ = d; }
+  // The fabric links under this path (RouteLinks); empty: unknown.
+  const RouteLinks& route() const { return route_; }
+  void set_route(const RouteLinks& r) { route_ = r; }
 
   // Outgoing. A data frame references its payload until Flush has handed it to the transport.
   virtual bool CanQueue() const = 0;
@@ -122,6 +143,7 @@ class Path {
   int index_;
   bool alive_ = true;
   bool draining_ = false;
+  RouteLinks route_;
 };
 
 }  // namespace ff

@@ -2,15 +2,32 @@
 #include "core/path_health.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include "health/cpu_pressure.h"
 #include "health/link_monitor.h"
 
 namespace ff {
+
+bool IsRouteFailure(PathFault cause, int err) {
+  switch (cause) {
+    case PathFault::kCarrierLost:
+    case PathFault::kStalled:
+      return true;
+    case PathFault::kSocketError:
+    case PathFault::kNone:
+      return err == ENETUNREACH || err == EHOSTUNREACH || err == ENETDOWN || err == EHOSTDOWN || err == ETIMEDOUT;
+    default:
+      return false;
+  }
+}
 
 const char* PathFaultName(PathFault f) {
   switch (f) {
@@ -28,6 +45,8 @@ const char* PathFaultName(PathFault f) {
       return "retransmissions";
     case PathFault::kSilent:
       return "silent while another path is acknowledged";
+    case PathFault::kRouteFate:
+      return "silent since its route failed";
   }
   return "?";
 }
@@ -368,12 +387,14 @@ bool PathWatchdog::Check(const std::vector<std::unique_ptr<Path>>& paths, uint64
       out->path = p->index();
       out->cause = PathFault::kSocketError;
       out->silent_ns = SilentFor(p->index(), now_ns);
+      out->err = err;
       out->detail = std::string(strerror(err));
       return true;
     }
     if (stall_ns_ == 0) continue;
     const PathSample tp = p->Sample();
     if (Judge(p->index(), tp, now_ns, out)) return true;
+    if (s.last_advance_ns == now_ns) NoteRouteAlive(p->route(), AckReceivedNs(s));
     // Only senders run the stall watchdog, and only their retransmissions say the path loses data.
     // A draining path is still sampled, so its failback clock restarts while it keeps losing data.
     if (tp.valid) SampleSoft(p->index(), tp);
@@ -381,8 +402,118 @@ bool PathWatchdog::Check(const std::vector<std::unique_ptr<Path>>& paths, uint64
   }
   if (stall_ns_ > 0 && CloseSoftWindow(now_ns, draining, out)) return true;
   for (const auto& p : paths)
+    if (p->alive() && !p->draining() && JudgeRouteFate(p->index(), p->route(), now_ns, out)) return true;
+  for (const auto& p : paths)
     if (p->alive() && !p->draining() && JudgeRelative(p->index(), now_ns, out)) return true;
   return false;
+}
+
+namespace {
+// Fabric links of this process's routes that failed lately, one entry per link. Written rarely (a
+// path failed), read by every sender's watchdog each sample: g_route_failed_ns (the newest failure)
+// lets a healthy fabric skip the table with one load.
+constexpr size_t kFailedLinkSlots = 64;
+struct FailedLink {
+  uint32_t link = 0;
+  uint64_t at = 0;  // 0: free
+};
+std::mutex g_route_mu;
+std::array<FailedLink, kFailedLinkSlots> g_failed_links{};
+std::atomic<uint64_t> g_route_failed_ns{0};
+
+bool RecentFailure(uint64_t at, uint64_t now_ns) {
+  return at != 0 && (now_ns <= at || now_ns - at <= PathWatchdog::kRouteFailureWindowNs);
+}
+}  // namespace
+
+void PathWatchdog::RecordRouteFailure(const RouteLinks& route, uint64_t now_ns) {
+  if (route.empty() || now_ns == 0) return;
+  std::lock_guard<std::mutex> lock(g_route_mu);
+  for (int k = 0; k < route.n; ++k) {
+    FailedLink* slot = nullptr;
+    for (auto& f : g_failed_links)
+      if (f.at != 0 && f.link == route.link[k]) slot = &f;
+    if (slot == nullptr)  // a free entry, else the oldest
+      for (auto& f : g_failed_links)
+        if (slot == nullptr || f.at < slot->at) slot = &f;
+    *slot = {route.link[k], std::max(slot->link == route.link[k] ? slot->at : 0, now_ns)};
+  }
+  if (now_ns > g_route_failed_ns.load(std::memory_order_relaxed)) g_route_failed_ns.store(now_ns, std::memory_order_relaxed);
+}
+
+uint64_t PathWatchdog::RouteFailedAt(const RouteLinks& route, uint64_t now_ns, bool every) {
+  if (route.empty() || !RecentFailure(g_route_failed_ns.load(std::memory_order_relaxed), now_ns)) return 0;
+  std::lock_guard<std::mutex> lock(g_route_mu);
+  uint64_t latest = 0;
+  for (int k = 0; k < route.n; ++k) {
+    uint64_t at = 0;
+    for (const auto& f : g_failed_links)
+      if (f.link == route.link[k] && RecentFailure(f.at, now_ns)) at = f.at;
+    if (at == 0 && every) return 0;
+    latest = std::max(latest, at);
+  }
+  return latest;
+}
+
+void PathWatchdog::ClearRouteFailure(const RouteLinks& route) {
+  if (route.empty() || g_route_failed_ns.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard<std::mutex> lock(g_route_mu);
+  for (auto& f : g_failed_links)
+    if (f.at != 0 && route.Contains(f.link)) f = FailedLink{};
+}
+
+void PathWatchdog::NoteRouteAlive(const RouteLinks& route, uint64_t advance_ns) {
+  if (route.empty() || !RecentFailure(g_route_failed_ns.load(std::memory_order_relaxed), advance_ns)) return;
+  std::lock_guard<std::mutex> lock(g_route_mu);
+  for (auto& f : g_failed_links)
+    if (f.at != 0 && route.Contains(f.link) && advance_ns > f.at + kRouteAliveMarginNs) f = FailedLink{};
+}
+
+void PathWatchdog::ResetRouteFailures() {
+  std::lock_guard<std::mutex> lock(g_route_mu);
+  g_failed_links = {};
+  g_route_failed_ns.store(0, std::memory_order_relaxed);
+}
+
+uint64_t PathWatchdog::AckReceivedNs(const State& s) {
+  const uint64_t age = uint64_t{s.ms_since_ack} * 1'000'000;
+  return s.last_sample_ns > age ? s.last_sample_ns - age : 0;
+}
+
+uint64_t PathWatchdog::LastAdvanceNs(int path) const {
+  if (path < 0 || static_cast<size_t>(path) >= states_.size()) return 0;
+  return states_[static_cast<size_t>(path)].last_advance_ns;
+}
+
+bool PathWatchdog::JudgeRouteFate(int path, const RouteLinks& route, uint64_t now_ns, PathFaultReport* out) {
+  if (fast_stall_ns_ == 0 || route.empty() || static_cast<size_t>(path) >= states_.size()) return false;
+  const State& s = states_[static_cast<size_t>(path)];
+  if (!s.alive || s.recovering || s.last_progress_ns == 0) return false;
+  const uint64_t failed_at = RouteFailedAt(route, now_ns);
+  // An acknowledgement arrived after the failure was recorded: this path works, whatever happened to
+  // the other. The kernel's time of the last acknowledgement is what counts, not when a sample saw
+  // the cumulative acknowledgement move: a thread descheduled around the cut sees one that crossed
+  // before it only later. Its age has jiffy granularity (4 ms at HZ=250), hence the slack.
+  if (failed_at == 0 || AckReceivedNs(s) > failed_at + kAckAgeSlackNs) return false;
+  const uint64_t ago_ms = now_ns > failed_at ? (now_ns - failed_at) / 1'000'000 : 0;
+  if (s.unacked < 2) {
+    // Idle: only a path whose every fabric link failed is kept from new chunks on this evidence.
+    if (RouteFailedAt(route, now_ns, true) == 0) return false;
+    out->path = path;
+    out->cause = PathFault::kRouteFate;
+    out->idle = true;
+    out->silent_ns = 0;
+    out->detail = "idle, and its route failed " + std::to_string(ago_ms) + " ms ago on another path of this process";
+    return true;
+  }
+  const uint64_t silent = now_ns - s.last_progress_ns;
+  if (silent < std::max(kRouteFateSilenceNs, 4 * uint64_t{s.rtt_us} * 1000)) return false;
+  out->path = path;
+  out->cause = PathFault::kRouteFate;
+  out->silent_ns = silent;
+  out->detail = std::to_string(s.unacked) + " segment(s) unacknowledged for " + std::to_string(silent / 1'000'000) +
+                " ms, and its route failed " + std::to_string(ago_ms) + " ms ago on another path of this process";
+  return true;
 }
 
 }  // namespace ff

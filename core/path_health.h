@@ -14,7 +14,10 @@ namespace ff {
 // kSilent: the relative rule - silent while another path of the connection is acknowledged. It is
 // acted on at once but not trusted alone: the path's data is re-sent and the path drained, and only
 // the absolute rule (kStalled) or a hard signal declares it dead.
-enum class PathFault { kNone, kStalled, kCarrierLost, kSocketError, kPeerReported, kRetransmits, kSilent };
+// kRouteFate: silent since another path on the same route failed (JudgeRouteFate); handled like kSilent.
+enum class PathFault { kNone, kStalled, kCarrierLost, kSocketError, kPeerReported, kRetransmits, kSilent, kRouteFate };
+// Faults that hedge (drain and re-send, the verdict left to the absolute rule) rather than kill.
+inline bool IsHedgeFault(PathFault f) { return f == PathFault::kSilent || f == PathFault::kRouteFate; }
 // Soft faults move traffic away from a path (drain) instead of killing it.
 inline bool IsSoftFault(PathFault f) { return f == PathFault::kRetransmits; }
 const char* PathFaultName(PathFault f);
@@ -23,8 +26,16 @@ struct PathFaultReport {
   int path = -1;
   PathFault cause = PathFault::kNone;
   uint64_t silent_ns = 0;  // how long the path had made no progress when it was declared dead
+  int err = 0;             // kSocketError: the transport's errno
+  bool idle = false;       // kRouteFate: the path holds nothing unacknowledged (drain it, nothing to re-send)
   std::string detail;      // kernel evidence for the log line
 };
+
+// Whether a path that failed so condemns its route (the fabric links under it) and not only its own
+// transport: no carrier, nothing acknowledged for the absolute limit, or an error naming the route
+// (network/host unreachable or down, the transport's own retransmission timeout). A reset or a
+// refused connection says the far end answered, so the route works.
+bool IsRouteFailure(PathFault cause, int err);
 
 
 // Samples the paths of one communicator. A path is stalled when the kernel has two or more segments
@@ -128,6 +139,40 @@ class PathWatchdog {
   // idle path per half limit, so a path silent for long costs a few small frames. Evidence asked for
   // this way (an idle path's acknowledgement) counts only after twice the relative limit (JudgeRelative).
   int WitnessWanted(uint64_t now_ns, uint64_t usable_mask);
+  // Route fate. A path that failed in a way that condemns its route (IsRouteFailure) has its fabric
+  // links (Path::route, the switch-to-switch links under it) recorded process-wide
+  // (RecordRouteFailure); every other path of this process crossing one of them - the reverse
+  // direction of the same cut, the next hop of a ring over the same spine - is then suspect.
+  // JudgeRouteFate flags such a path (kRouteFate) when it is not recovering a loss and has received no
+  // acknowledgement since the latest failure recorded on its links (by the kernel's clock, give or
+  // take a jiffy):
+  //   - with two or more segments unacknowledged, once it has been silent for kRouteFateSilenceNs
+  //     (or 4 round trips, if longer): hedged like kSilent (re-sent elsewhere and drained, never
+  //     killed on this evidence alone);
+  //   - idle (fewer than two in flight) and every one of its links recorded: at once, with `idle`
+  //     set. Nothing is stuck on it yet, but new chunks must go elsewhere (the communicator drains it
+  //     and asks it for an acknowledgement, which only a working route returns).
+  // On the emulator's spine cut one direction sees an ICMP error within ~2 ms while the other sees
+  // only silence, which the relative rule, scaled to this host's healthy acknowledgement lag, judged
+  // after 30-110 ms; the failure recorded by the first direction (at this host, or at the peer, which
+  // says so over a surviving path: PathEvent::kRouteDown) convicts the second within a few ms. Off
+  // with the relative rule (FLEXIFORCE_PATH_STALL_FAST_MS=0).
+  // A link's failure is forgotten when a path crossing it shows it works again - its acknowledgement
+  // advanced, received more than kRouteAliveMarginNs after the failure (NoteRouteAlive), or failback connected a path over it, or a drained path answered its
+  // probe (ClearRouteFailure) - and in any case after kRouteFailureWindowNs.
+  static constexpr uint64_t kRouteFateSilenceNs = 3'000'000;
+  static constexpr uint64_t kRouteFailureWindowNs = 10'000'000'000ull;
+  static constexpr uint64_t kRouteAliveMarginNs = 20'000'000;
+  static void RecordRouteFailure(const RouteLinks& route, uint64_t now_ns);
+  static void ClearRouteFailure(const RouteLinks& route);
+  static void NoteRouteAlive(const RouteLinks& route, uint64_t advance_ns);
+  // The latest failure within kRouteFailureWindowNs recorded on any of `route`'s links (`every`: only
+  // when all of them have one); 0: none.
+  static uint64_t RouteFailedAt(const RouteLinks& route, uint64_t now_ns, bool every = false);
+  static void ResetRouteFailures();  // tests
+  bool JudgeRouteFate(int path, const RouteLinks& route, uint64_t now_ns, PathFaultReport* out);
+  // When a sample last saw path `i`'s cumulative acknowledgement advance (0: never).
+  uint64_t LastAdvanceNs(int path) const;
   // Time since path `i` last showed progress (0 if never sampled).
   uint64_t SilentFor(int path, uint64_t now_ns) const;
   // Smoothed round trip of path `i` at its last sample (0 if never sampled).
@@ -176,6 +221,10 @@ class PathWatchdog {
     uint64_t witness_ns = 0;  // when a witness frame was last asked for on this (idle) path
   };
   State& StateOf(int path);
+  // When the kernel last received an acknowledgement on the path, from its last sample (the age has
+  // jiffy granularity: up to kAckAgeSlackNs off).
+  static uint64_t AckReceivedNs(const State& s);
+  static constexpr uint64_t kAckAgeSlackNs = 5'000'000;
 
   uint64_t stall_ns_;
   bool carrier_events_;

@@ -226,10 +226,20 @@ HeaderVerdict RecvComm::PlaceData(int pi, const FrameHeader& h, char** dest) {
 void RecvComm::OnFrameComplete(Path& path, const FrameHeader& h) {
   if (h.type == static_cast<uint8_t>(FrameType::kPathEvent)) {
     // The sender failed a path over and fenced its end: fence ours before the next chunk (Progress).
+    // kRouteDown: the sender lost the path to a failure of its route; this process's paths on the
+    // same route (its own sends to this peer over that spine, say) are suspect from now on.
     const PathEventMsg e = notice_in_;
-    if (static_cast<PathEvent>(e.event) == PathEvent::kDown && e.path < path_count() && e.path != path.index() &&
-        e.generation == path_generation(e.path) && paths_[e.path]->alive())
+    const auto ev = static_cast<PathEvent>(e.event);
+    if ((ev == PathEvent::kDown || ev == PathEvent::kRouteDown) && e.path < path_count() && e.path != path.index() &&
+        e.generation == path_generation(e.path) && paths_[e.path]->alive()) {
       fence_due_ |= uint64_t{1} << e.path;
+      if (ev == PathEvent::kRouteDown && !paths_[e.path]->route().empty()) {
+        PathWatchdog::RecordRouteFailure(paths_[e.path]->route(), NowNs());
+        FF_INFO(NCCL_NET, "receive path %d (%s) from %s: the sender lost it to a route failure; other paths of this "
+                "process over its %d fabric link(s) are suspect", e.path, paths_[e.path]->Describe().c_str(),
+                peer_.c_str(), paths_[e.path]->route().n);
+      }
+    }
     return;
   }
   const size_t pi = static_cast<size_t>(path.index());
@@ -372,7 +382,7 @@ void RecvComm::CompleteData(int lane, const FrameHeader& h) {
 void RecvComm::OnPathLost(Path& p, const std::string& why, uint64_t silent_ns) {
   DropStaged(p.index());
   Comm::OnPathLost(p, why, silent_ns);
-  SendPathEvent(p.index(), PathEvent::kDown);
+  SendPathEvent(p.index(), St(p.index()).route_failed ? PathEvent::kRouteDown : PathEvent::kDown);
 }
 
 void RecvComm::OnNicVerdict(Path& p, bool degraded, const std::string& why) {

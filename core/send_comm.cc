@@ -368,6 +368,25 @@ void SendComm::OnPathLost(Path& dead, const std::string& why, uint64_t silent_ns
   rj.down_ns = now;
   rj.next_try_ns = now + (uint64_t{opts_.failback_ms} * 1'000'000 << rj.relapses);
   rj.attempts = 0;
+  // Lost to a failure of its route (and not reported so by the receiver, which knows): tell the
+  // receiver, whose process may be sending to us over the same route and hearing nothing back.
+  if (rj.route_failed && !rj.peer_route_failed && !dead.route().empty()) {
+    PathEventMsg m{};
+    m.path = static_cast<uint16_t>(dead.index());
+    m.event = static_cast<uint16_t>(PathEvent::kRouteDown);
+    m.generation = path_generation(dead.index());
+    for (auto& q : paths_)
+      if (q->alive() && q.get() != &dead && q->CanQueue()) QueueControl(*q, FrameType::kPathEvent, &m, sizeof(m));
+  }
+  if (rj.route_drained_ns != 0 && !OwesOnPath(dead.index())) {
+    // Drained while idle when its route failed elsewhere, and nothing sent on it is unacknowledged:
+    // no failover, nothing to re-send or pause for (the probe frames on it were all it carried).
+    rj.route_drained_ns = 0;
+    FF_WARN("path %d (%s) to %s is down: %s (silent %.1f ms); drained since its route failed elsewhere, it held "
+            "nothing unacknowledged",
+            dead.index(), dead.Describe().c_str(), peer_.c_str(), why.c_str(), silent_ns / 1e6);
+    return;
+  }
   if (rj.hedged) {
     // Its data went elsewhere when it first fell silent; nothing is owed, nothing to pause for.
     rj.hedged = false;
@@ -441,8 +460,27 @@ void SendComm::BeginFailover(Path& dead, const std::string& why, uint64_t silent
   RequestAcks();
 }
 
+bool SendComm::OwesOnPath(int index) {
+  const auto idx = static_cast<uint8_t>(index);
+  for (uint64_t seq = acked_seq_; seq < next_seq_; ++seq) {
+    const SendMsg& m = Msg(seq);
+    const uint64_t queued = m.size == 0 ? (m.zero_queued ? 1 : 0) : (m.next_offset + m.chunk - 1) / m.chunk;
+    for (uint64_t c = 0; c < queued; ++c)
+      if (m.chunk_path[c] == idx && !(m.resend[c / 64] & (uint64_t{1} << (c % 64)))) return true;
+  }
+  return false;
+}
+
 void SendComm::SendWitness(Path& p) {
   if (p.alive() && !p.draining() && p.CanQueue()) QueueControl(p, FrameType::kAckRequest);
+}
+
+void SendComm::ProbeRoute(Path& p) {
+  // Two frames written apart leave as two segments: the absolute rule judges two or more in flight.
+  for (int i = 0; i < 2 && p.alive() && p.CanQueue(); ++i) {
+    QueueControl(p, FrameType::kAckRequest);
+    if (!p.Flush()) return;  // the error is acted on by the next progress round
+  }
 }
 
 void SendComm::QueueFenceNotices() {
@@ -548,6 +586,10 @@ void SendComm::OnPathEvent(const PathEventMsg& e) {
   switch (static_cast<PathEvent>(e.event)) {
     case PathEvent::kDown:
       st.peer_lost = true;
+      break;
+    case PathEvent::kRouteDown:
+      st.peer_lost = true;
+      st.peer_route_failed = true;
       break;
     case PathEvent::kNicDegraded:
       st.peer_nic_degraded = true;
@@ -776,6 +818,13 @@ bool SendComm::ApplyPeerLoss() {
     if (!lost || !p->alive()) continue;
     // Only while another path remains: the last one is left to the socket timeout, as in CheckHealth.
     if (alive_paths() < 2) break;
+    if (st.peer_route_failed) {
+      NoteRouteFailure(*p, "the receiver lost it to a route failure");
+      if (!PathDown(*p, "the receiver lost it to a route failure (unreachable or no carrier on its side)",
+                    PathFault::kPeerReported))
+        return false;
+      continue;
+    }
     if (!PathDown(*p, "the receiver lost it (carrier or socket error on its side)", PathFault::kPeerReported))
       return false;
   }

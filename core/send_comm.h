@@ -56,6 +56,9 @@ class SendComm final : public Comm {
   bool OnPathSilent(Path& p, const std::string& why, uint64_t silent_ns) override;
   // An acknowledgement request on an idle path: the peer's acknowledgement of it is the witness.
   void SendWitness(Path& p) override;
+  void ProbeRoute(Path& p) override;
+  // Whether a chunk sent on path `index` is still unacknowledged and not marked for re-sending.
+  bool OwesOnPath(int index);
   // Pauses completions and re-queues every unacknowledged chunk that was on path `p` (failover).
   void BeginFailover(Path& p, const std::string& why, uint64_t silent_ns);
   void EndFailover();

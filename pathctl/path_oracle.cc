@@ -317,4 +317,19 @@ OracleStats PathOracle::stats() const {
   return stats_;
 }
 
+std::vector<uint32_t> FabricLinks(const Topology& topology, const std::vector<uint32_t>& links) {
+  std::vector<uint32_t> out;
+  const auto nodes = topology.nodes();
+  const auto all = topology.links();
+  for (uint32_t l : links) {
+    if (l >= all.size()) continue;
+    const Link& k = all[l];
+    if (k.a < nodes.size() && k.b < nodes.size() && IsSwitch(nodes[k.a].kind) && IsSwitch(nodes[k.b].kind))
+      out.push_back(l);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 }  // namespace ff::pathctl

@@ -38,6 +38,11 @@ struct PathOption {
   std::vector<uint32_t> links;     // link indices (for ReportLinkHealth by index)
 };
 
+// The links of a path that join two switches (leaf-spine, spine-core, ...), sorted: what a cut
+// behind the switches can break, the same for both directions of the path. A NIC's own link is left
+// out: its carrier is watched directly, and every path of that NIC crosses it.
+std::vector<uint32_t> FabricLinks(const Topology& topology, const std::vector<uint32_t>& links);
+
 struct PathChoice : PathOption {
   int level = 3;                  // SLA level 1..3
   bool sla_attainable = false;    // false: best effort, no path met the SLA

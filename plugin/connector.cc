@@ -39,6 +39,7 @@ struct PathAttempt {
   sockaddr_storage remote{};
   uint16_t sport_lo = 0;
   uint16_t sport_hi = 0;
+  RouteLinks route;  // the planned path's fabric links (PlannedPath::route)
   enum class Stage { kConnecting, kHello, kVerbs, kDone, kAbsent } stage = Stage::kConnecting;
   HelloWire hello{};
   uint32_t sent = 0;
@@ -323,6 +324,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       a.remote = fresh->plan.paths[i].remote;
       a.sport_lo = fresh->plan.paths[i].sport_lo;
       a.sport_hi = fresh->plan.paths[i].sport_hi;
+      a.route = fresh->plan.paths[i].route;
       a.hello = MakeSignedHello(fresh->key, fresh->conn_id, fresh->conn_nonce, npaths, i,
                                 static_cast<uint64_t>(cfg.chunk_bytes), task.sla_us,
                                 st.verbs() ? kHelloFlagVerbs : uint16_t{0});
@@ -460,6 +462,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     path_ends[i] = desc;
     paths.push_back(
         std::make_unique<StreamPath>(static_cast<int>(i), std::make_unique<tcp::TcpStream>(std::move(a.socket), desc)));
+    paths.back()->set_route(a.route);
   }
   CommOptions opts;
   opts.chunk_bytes = static_cast<uint64_t>(cfg.chunk_bytes);

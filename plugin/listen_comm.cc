@@ -288,7 +288,15 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
       o.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
       o.user_timeout_ms = cfg.peer_timeout_ms;
       tcp::ApplyPathOptions(g.streams[i]->fd(), AF_INET, o);
+      sockaddr_storage ours{}, theirs{};
+      socklen_t ol = sizeof(ours), tl = sizeof(theirs);
+      const RouteLinks route =
+          ::getsockname(g.streams[i]->fd(), reinterpret_cast<sockaddr*>(&ours), &ol) == 0 &&
+                  ::getpeername(g.streams[i]->fd(), reinterpret_cast<sockaddr*>(&theirs), &tl) == 0
+              ? AcceptedPathRoute(theirs, ours)
+              : RouteLinks{};
       paths.push_back(std::make_unique<StreamPath>(i, std::move(g.streams[i])));
+      paths.back()->set_route(route);
     }
     CommOptions opts;
     opts.chunk_bytes = g.chunk_bytes;

@@ -37,6 +37,12 @@ bool ParseIp(const std::string& ip, sockaddr_storage* out) {
   return false;
 }
 
+RouteLinks ToRouteLinks(const std::vector<uint32_t>& links) {
+  RouteLinks r;
+  for (uint32_t l : links) r.Add(l);
+  return r;
+}
+
 PathPlan RoundRobin(int dev, const ListenHandle& remote, int npaths) {
   PluginState& st = PluginState::Get();
   std::vector<int> order = st.PathOrder(dev);
@@ -115,6 +121,7 @@ PathPlan PlanPaths(int dev, const ListenHandle& remote, int npaths, const TaskPr
       if (tcp::AddressToString(a) == o.remote_ip) p.remote = a;  // keep the listener's port
     p.sport_lo = o.sport_lo;
     p.sport_hi = o.sport_hi;
+    p.route = ToRouteLinks(pathctl::FabricLinks(oracle->topology(), o.links));
     plan.paths.push_back(p);
     if (i < 3) {
       std::string hops;
@@ -125,6 +132,26 @@ PathPlan PlanPaths(int dev, const ListenHandle& remote, int npaths, const TaskPr
     }
   }
   return plan;
+}
+
+RouteLinks AcceptedPathRoute(const sockaddr_storage& connecting, const sockaddr_storage& accepting) {
+  if (PluginState::Get().config().topology_file.empty()) return {};
+  const std::string from = tcp::AddressToString(connecting), to = tcp::AddressToString(accepting);
+  std::string note;
+  auto oracle = OracleFor({to}, {from}, &note);
+  auto choice = oracle->Query({from}, to, 0, 0);
+  if (!choice->routed) return {};
+  const uint16_t port = connecting.ss_family == AF_INET
+                            ? ntohs(reinterpret_cast<const sockaddr_in*>(&connecting)->sin_port)
+                            : ntohs(reinterpret_cast<const sockaddr_in6*>(&connecting)->sin6_port);
+  std::vector<const pathctl::PathOption*> options = {choice.get()};
+  for (const auto& b : choice->backups) options.push_back(&b);
+  for (const auto* o : options) {
+    // A path without a port choice point (one route between the two) holds every port.
+    if ((o->sport_lo == 0 && o->sport_hi == 0) || (port >= o->sport_lo && port <= o->sport_hi))
+      return ToRouteLinks(pathctl::FabricLinks(oracle->topology(), o->links));
+  }
+  return {};
 }
 
 }  // namespace ff

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "plugin/listen_handle.h"
+#include "core/path.h"
 #include "core/task_profile.h"
 
 namespace ff {
@@ -18,6 +19,7 @@ struct PlannedPath {
   sockaddr_storage remote{};
   uint16_t sport_lo = 0;  // 0: any source port
   uint16_t sport_hi = 0;
+  RouteLinks route;  // the oracle's path's fabric links (empty: not steered, route unknown)
 };
 
 struct PathPlan {
@@ -33,5 +35,11 @@ struct PathPlan {
 std::string LocalInterfaceName(const std::string& ip);
 
 PathPlan PlanPaths(int dev, const ListenHandle& remote, int npaths, const TaskProfile& task);
+
+// The fabric links of an accepted path socket: with a topology file (FLEXIFORCE_TOPOLOGY), those of
+// the oracle's path from the connecting address to ours whose source-port range holds the connecting
+// port - the route the fabric steers it on, in both directions. Empty without a topology file or a
+// matching path.
+RouteLinks AcceptedPathRoute(const sockaddr_storage& connecting, const sockaddr_storage& accepting);
 
 }  // namespace ff

@@ -1,6 +1,9 @@
 // PathWatchdog's stall decision, driven with synthetic TCP_INFO samples (no sockets, no sleeps).
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <initializer_list>
+
 #include "core/path_health.h"
 #include "health/cpu_pressure.h"
 
@@ -627,6 +630,175 @@ TEST(PathWatchdog, OnAnOversubscribedHostTheRelativeRuleWaitsLonger) {
   health::CpuPressure::OverrideForTest(0.04);  // below the floor: no allowance
   EXPECT_EQ(PathWatchdog::PressureAllowance(0), 0u);
   health::CpuPressure::OverrideForTest(0);
+}
+
+// Route fate: one direction of a spine cut sees an error at once, the other only silence.
+RouteLinks Links(std::initializer_list<uint32_t> ids) {
+  RouteLinks r;
+  for (uint32_t l : ids) r.Add(l);
+  return r;
+}
+
+TEST(PathWatchdogRouteFate, SilentPathCrossingAFailedLinkIsFlaggedAfterTheSilenceFloor) {
+  PathWatchdog::ResetRouteFailures();
+  PathWatchdog::ResetAckGapHistory();
+  // A ring over spine 1: the failed path crossed links 10 (leaf0-spine1) and 11 (spine1-leaf1); the
+  // judged one crosses 11 and 12 (spine1-leaf2).
+  const RouteLinks failed = Links({10, 11}), judged = Links({11, 12}), elsewhere = Links({20, 21});
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  // Busy and advancing until t=1000 ms, then nothing.
+  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 0), 999 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, Sample(50, 2000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.JudgeRouteFate(0, judged, 1001 * kMs, &rep)) << "no failure recorded yet";
+  PathWatchdog::RecordRouteFailure(failed, 1001 * kMs);  // another path over spine 1 saw "unreachable"
+  EXPECT_FALSE(w.Judge(0, Sample(50, 2000, 2), 1002 * kMs, &rep));
+  EXPECT_FALSE(w.JudgeRouteFate(0, judged, 1002 * kMs, &rep)) << "silent 2 ms: below the floor";
+  EXPECT_FALSE(w.JudgeRouteFate(0, elsewhere, 1003 * kMs, &rep)) << "no shared link: no evidence";
+  EXPECT_FALSE(w.JudgeRouteFate(0, RouteLinks{}, 1003 * kMs, &rep)) << "route unknown";
+  EXPECT_FALSE(w.Judge(0, Sample(50, 2000, 3), 1003 * kMs, &rep));
+  ASSERT_TRUE(w.JudgeRouteFate(0, judged, 1003 * kMs, &rep));
+  EXPECT_EQ(rep.cause, PathFault::kRouteFate);
+  EXPECT_FALSE(rep.idle);
+  EXPECT_TRUE(IsHedgeFault(rep.cause));
+  EXPECT_EQ(rep.silent_ns, 3 * kMs);
+  EXPECT_NE(rep.detail.find("its route failed 2 ms ago"), std::string::npos) << rep.detail;
+  // The relative rule alone would still wait: nothing else was acknowledged, and 3 ms < 10 ms.
+  EXPECT_FALSE(w.JudgeRelative(0, 1003 * kMs, &rep));
+  PathWatchdog::ResetRouteFailures();
+}
+
+TEST(PathWatchdogRouteFate, AcknowledgedAfterTheFailureRecoveringOrOffIsNotFlagged) {
+  PathWatchdog::ResetRouteFailures();
+  const RouteLinks route = Links({7});
+  PathFaultReport rep;
+  {
+    // An acknowledgement received after the failure was recorded (beyond a jiffy's slack): it works.
+    PathWatchdog w(100 * kMs, false, 10 * kMs);
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+    PathWatchdog::RecordRouteFailure(route, 1001 * kMs);
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1500, 0), 1007 * kMs, &rep));
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1500, 6), 1013 * kMs, &rep));
+    EXPECT_FALSE(w.JudgeRouteFate(0, route, 1013 * kMs, &rep));
+  }
+  {
+    // A sample taken late (a descheduled thread) sees the cumulative acknowledgement move after the
+    // failure, but the kernel received it before: no proof, and the silence counts from that sample.
+    PathWatchdog w(100 * kMs, false, 10 * kMs);
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 0), 990 * kMs, &rep));
+    PathWatchdog::RecordRouteFailure(route, 1001 * kMs);
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1500, 4), 1002 * kMs, &rep));  // received at 998 ms
+    EXPECT_FALSE(w.JudgeRouteFate(0, route, 1002 * kMs, &rep));
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1500, 7), 1005 * kMs, &rep));
+    ASSERT_TRUE(w.JudgeRouteFate(0, route, 1005 * kMs, &rep));
+    EXPECT_EQ(rep.cause, PathFault::kRouteFate);
+  }
+  {
+    // A path carrying one small message at a time, acknowledged after the failure: it works.
+    PathWatchdog w(100 * kMs, false, 10 * kMs);
+    EXPECT_FALSE(w.Judge(0, Sample(1, 1000, 0), 1000 * kMs, &rep));
+    EXPECT_FALSE(w.Judge(0, Sample(1, 1064, 0), 1007 * kMs, &rep));
+    EXPECT_FALSE(w.JudgeRouteFate(0, route, 1007 * kMs, &rep));
+  }
+  {
+    // Selective acknowledgements: the peer receives, so the route carries this path.
+    PathWatchdog w(100 * kMs, false, 10 * kMs);
+    PathSample tp = Sample(50, 1000, 0);
+    EXPECT_FALSE(w.Judge(0, tp, 1000 * kMs, &rep));
+    tp.sacked = 5;
+    tp.ms_since_ack = 8;
+    EXPECT_FALSE(w.Judge(0, tp, 1008 * kMs, &rep));
+    EXPECT_FALSE(w.JudgeRouteFate(0, route, 1008 * kMs, &rep));
+  }
+  {
+    // Relative rule off (FLEXIFORCE_PATH_STALL_FAST_MS=0): the route rule is off too.
+    PathWatchdog off(100 * kMs, false, 0);
+    EXPECT_FALSE(off.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+    EXPECT_FALSE(off.Judge(0, Sample(50, 1000, 8), 1008 * kMs, &rep));
+    EXPECT_FALSE(off.JudgeRouteFate(0, route, 1008 * kMs, &rep));
+    PathWatchdog on(100 * kMs, false, 10 * kMs);
+    EXPECT_FALSE(on.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+    EXPECT_FALSE(on.Judge(0, Sample(50, 1000, 8), 1008 * kMs, &rep));
+    EXPECT_TRUE(on.JudgeRouteFate(0, route, 1008 * kMs, &rep));
+  }
+  PathWatchdog::ResetRouteFailures();
+}
+
+TEST(PathWatchdogRouteFate, IdlePathIsFlaggedIdleOnlyWhenEveryLinkUnderItFailed) {
+  PathWatchdog::ResetRouteFailures();
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.Judge(0, Sample(0, 1000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.JudgeRouteFate(0, Links({10, 11}), 1000 * kMs, &rep));
+  PathWatchdog::RecordRouteFailure(Links({10, 11}), 1001 * kMs);
+  EXPECT_FALSE(w.Judge(0, Sample(0, 1000, 0), 1002 * kMs, &rep));
+  // Sharing one link with the failed path is not enough to keep an idle path from new chunks.
+  EXPECT_FALSE(w.JudgeRouteFate(0, Links({11, 12}), 1002 * kMs, &rep));
+  ASSERT_TRUE(w.JudgeRouteFate(0, Links({11, 10}), 1002 * kMs, &rep));
+  EXPECT_EQ(rep.cause, PathFault::kRouteFate);
+  EXPECT_TRUE(rep.idle);
+  EXPECT_EQ(rep.silent_ns, 0u);
+  EXPECT_NE(rep.detail.find("idle, and its route failed 1 ms ago"), std::string::npos) << rep.detail;
+  // Once the failure is older than the window, the route is trusted again.
+  const uint64_t later = 1001 * kMs + PathWatchdog::kRouteFailureWindowNs + kMs;
+  PathFaultReport none;
+  EXPECT_FALSE(w.Judge(0, Sample(0, 1000, 0), later, &none));
+  EXPECT_FALSE(w.JudgeRouteFate(0, Links({10, 11}), later, &none));
+  PathWatchdog::ResetRouteFailures();
+}
+
+TEST(PathWatchdogRouteFate, FailuresAreKeptPerLinkAndForgottenAfterTheWindow) {
+  PathWatchdog::ResetRouteFailures();
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({5}), 1000 * kMs), 0u);
+  PathWatchdog::RecordRouteFailure(RouteLinks{}, 1000 * kMs);  // unknown route: nothing recorded
+  PathWatchdog::RecordRouteFailure(Links({5}), 1000 * kMs);
+  PathWatchdog::RecordRouteFailure(Links({6}), 1200 * kMs);
+  PathWatchdog::RecordRouteFailure(Links({5}), 1300 * kMs);  // the newest failure of a link replaces the older
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({5}), 1400 * kMs), 1300 * kMs);
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({6}), 1400 * kMs), 1200 * kMs);
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({7}), 1400 * kMs), 0u);
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({6, 7}), 1400 * kMs), 1200 * kMs);  // any link
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({6, 7}), 1400 * kMs, true), 0u);    // every link
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({5, 6}), 1400 * kMs, true), 1300 * kMs);
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({6}), 1200 * kMs + PathWatchdog::kRouteFailureWindowNs + 1), 0u);
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({5}), 1300 * kMs + PathWatchdog::kRouteFailureWindowNs), 1300 * kMs);
+  // More links than entries: the oldest give way, the newest are kept.
+  for (uint32_t l = 100; l < 200; ++l) PathWatchdog::RecordRouteFailure(Links({l}), 2000 * kMs + l);
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({199}), 2100 * kMs), 2000 * kMs + 199);
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({100}), 2100 * kMs), 0u);
+  PathWatchdog::ResetRouteFailures();
+}
+
+TEST(PathWatchdogRouteFate, ALinkThatWorksAgainIsClearedByALateAcknowledgementOrAReconnect) {
+  PathWatchdog::ResetRouteFailures();
+  PathWatchdog::RecordRouteFailure(Links({8, 9}), 1000 * kMs);
+  // An acknowledgement seen within the margin may have crossed before the cut: no proof.
+  PathWatchdog::NoteRouteAlive(Links({8}), 1000 * kMs + PathWatchdog::kRouteAliveMarginNs);
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({8}), 1100 * kMs), 1000 * kMs);
+  PathWatchdog::NoteRouteAlive(Links({3}), 1100 * kMs);  // another link's
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({8}), 1100 * kMs), 1000 * kMs);
+  PathWatchdog::NoteRouteAlive(Links({8}), 1000 * kMs + PathWatchdog::kRouteAliveMarginNs + 1);
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({8}), 1100 * kMs), 0u);
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({9}), 1100 * kMs), 1000 * kMs);  // not crossed by that path
+  PathWatchdog::ClearRouteFailure(Links({9}));  // failback connected a path over it
+  EXPECT_EQ(PathWatchdog::RouteFailedAt(Links({8, 9}), 1101 * kMs), 0u);
+  PathWatchdog::ResetRouteFailures();
+}
+
+TEST(PathWatchdogRouteFate, OnlyFailuresThatNameTheRouteCount) {
+  EXPECT_TRUE(IsRouteFailure(PathFault::kCarrierLost, 0));
+  EXPECT_TRUE(IsRouteFailure(PathFault::kStalled, 0));
+  EXPECT_TRUE(IsRouteFailure(PathFault::kSocketError, ENETUNREACH));
+  EXPECT_TRUE(IsRouteFailure(PathFault::kSocketError, EHOSTUNREACH));
+  EXPECT_TRUE(IsRouteFailure(PathFault::kNone, ETIMEDOUT));
+  // The far end answered (a reset, a refusal), or the verdict was a hedge or a soft one.
+  EXPECT_FALSE(IsRouteFailure(PathFault::kSocketError, ECONNRESET));
+  EXPECT_FALSE(IsRouteFailure(PathFault::kNone, ECONNREFUSED));
+  EXPECT_FALSE(IsRouteFailure(PathFault::kNone, EPIPE));
+  EXPECT_FALSE(IsRouteFailure(PathFault::kSilent, 0));
+  EXPECT_FALSE(IsRouteFailure(PathFault::kRouteFate, 0));
+  EXPECT_FALSE(IsRouteFailure(PathFault::kRetransmits, 0));
+  EXPECT_FALSE(IsRouteFailure(PathFault::kPeerReported, 0));
 }
 
 }  // namespace

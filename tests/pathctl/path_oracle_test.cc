@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 
 #include "pathctl/path_oracle.h"
 #include "pathctl/topology_generators.h"
@@ -68,6 +69,39 @@ TEST(PathOracle, SteersBySpineSourcePortRange) {
   // Backups go through other spines.
   ASSERT_EQ(c->backups.size(), 2u);
   for (const auto& b : c->backups) EXPECT_NE(b.hops[2], spine);
+}
+
+TEST(PathOracle, FabricLinksAreTheSwitchToSwitchLinksTheSameInBothDirections) {
+  LeafSpineSpec spec;
+  spec.spines = 2;
+  auto o = PathOracle::FromTopology(GenerateLeafSpine(spec));
+  const Topology& t = o->topology();
+  auto ab = o->Query({"10.0.0.2"}, "10.0.5.2", 0, 0);  // h0 (leaf0) -> h5 (leaf1)
+  auto ba = o->Query({"10.0.5.2"}, "10.0.0.2", 0, 0);
+  ASSERT_TRUE(ab->routed);
+  ASSERT_TRUE(ba->routed);
+  ASSERT_EQ(ab->backups.size(), 1u);
+  ASSERT_EQ(ba->backups.size(), 1u);
+  auto by_spine = [&](const PathChoice& c) {
+    std::map<std::string, std::vector<uint32_t>> m;
+    m[c.hops[2]] = FabricLinks(t, c.links);
+    m[c.backups[0].hops[2]] = FabricLinks(t, c.backups[0].links);
+    return m;
+  };
+  const auto fwd = by_spine(*ab), rev = by_spine(*ba);
+  ASSERT_EQ(fwd.size(), 2u);
+  EXPECT_EQ(fwd, rev);  // a spine's links are the same whichever end connected
+  for (const auto& [spine, links] : fwd) {
+    ASSERT_EQ(links.size(), 2u) << spine;  // leaf0-spine and spine-leaf1; the NICs' links are left out
+    for (uint32_t l : links) {
+      const Link& k = t.links()[l];
+      EXPECT_TRUE(IsSwitch(t.nodes()[k.a].kind) && IsSwitch(t.nodes()[k.b].kind)) << k.id;
+      EXPECT_TRUE(t.nodes()[k.a].id == spine || t.nodes()[k.b].id == spine) << k.id;
+    }
+  }
+  EXPECT_NE(fwd.begin()->second, fwd.rbegin()->second);
+  EXPECT_TRUE(FabricLinks(t, {}).empty());
+  EXPECT_TRUE(FabricLinks(t, {999999}).empty());  // an index outside the topology is ignored
 }
 
 TEST(PathOracle, LinkFailureRecomputesOnlyAffectedEntriesAndRecoveryRestoresThem) {
