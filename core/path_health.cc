@@ -18,7 +18,6 @@ namespace ff {
 
 bool IsRouteFailure(PathFault cause, int err) {
   switch (cause) {
-    case PathFault::kCarrierLost:
     case PathFault::kStalled:
       return true;
     case PathFault::kSocketError:

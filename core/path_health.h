@@ -31,10 +31,11 @@ struct PathFaultReport {
   std::string detail;      // kernel evidence for the log line
 };
 
-// Whether a path that failed so condemns its route (the fabric links under it) and not only its own
-// transport: no carrier, nothing acknowledged for the absolute limit, or an error naming the route
-// (network/host unreachable or down, the transport's own retransmission timeout). A reset or a
-// refused connection says the far end answered, so the route works.
+// Whether a path that failed so condemns its route (the switch-to-switch links under it) and not
+// only its own transport or NIC: nothing acknowledged for the absolute limit, or an error naming the
+// route (network/host unreachable or down, the transport's own retransmission timeout). A reset or a
+// refused connection says the far end answered, so the route works; a lost carrier is the NIC's own
+// link, which the route's fabric links leave out.
 bool IsRouteFailure(PathFault cause, int err);
 
 

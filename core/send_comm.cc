@@ -820,7 +820,7 @@ bool SendComm::ApplyPeerLoss() {
     if (alive_paths() < 2) break;
     if (st.peer_route_failed) {
       NoteRouteFailure(*p, "the receiver lost it to a route failure");
-      if (!PathDown(*p, "the receiver lost it to a route failure (unreachable or no carrier on its side)",
+      if (!PathDown(*p, "the receiver lost it to a route failure (unreachable, or no acknowledgement, on its side)",
                     PathFault::kPeerReported))
         return false;
       continue;

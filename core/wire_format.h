@@ -146,7 +146,7 @@ constexpr uint32_t kMaxDescriptorsPerAck = 16;
 constexpr uint32_t kMaxControlPayload = sizeof(AckMsg) + kMaxDescriptorsPerAck * sizeof(RecvDescriptor);
 
 // kRouteDown: kDown, and the path was lost to a failure of its route (IsRouteFailure: unreachable,
-// no carrier, no acknowledgement), which the other end records for its own paths on that route. It
+// no acknowledgement), which the other end records for its own paths on that route. It
 // also goes sender -> receiver, for a stream path as well (there it only ends the receiver's end). A
 // peer that predates it ignores the event (both ends of a path check event values they act on).
 enum class PathEvent : uint16_t { kDown = 1, kNicDegraded = 2, kNicRecovered = 3, kRouteDown = 4 };
