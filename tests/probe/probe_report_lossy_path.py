@@ -7,10 +7,14 @@ task's traffic class; netem is not needed).
                path packets dropped on arrival) and task CLEAN (default traffic class, nothing
                dropped). Passes when both jobs' results are exact, the report attributes a non-zero
                number of retransmissions to LOSSY's path sockets, each such row names LOSSY, the peer
-               and the path that the path_up event of that very socket named (match "path"), none names
-               CLEAN or one of its sockets, and the count matches the kernel's TcpRetransSegs delta in
-               the namespace (every socket there is the jobs'): never above it, and below it by at most
-               max(2, 5%), since an skb of 65484-65536 bytes on lo is two segments but one tracepoint.
+               and the path that the path_up event of that very socket named (match "path"), none of
+               LOSSY's sockets is attributed to CLEAN, and the count matches the kernel's
+               TcpRetransSegs delta in the namespace (every socket there is the jobs'): never above it,
+               and below it by at most max(2, 5%), since an skb of 65484-65536 bytes on lo is two
+               segments but one tracepoint. CLEAN loses nothing, but under CPU load an ACK can come
+               later than the 200 ms RTO and the kernel really retransmits (seen in a stress round with
+               two busy loops: 1 of 98); such a row must name CLEAN and the path of its own socket, and
+               CLEAN must have fewer than LOSSY.
   failback     one 2-rank job (same loss rule, its watchdog off so only our cut fails a path); once it
                runs, one of its connecting path sockets is destroyed (`ss -K`). Passes when the results
                are exact, the timeline has the failback of that path followed by a path_up from the same
@@ -181,48 +185,54 @@ with tempfile.TemporaryDirectory() as tmp:
         mine = [r for r in rows if r.get("task") in (lossy_task, clean_task)]
         for r in mine:
             print("  ", r)
-        attributed = 0
+        attributed = {lossy_task: 0, clean_task: 0}
         for r in mine:
-            if r["task"] == clean_task:
-                print("FAIL: a retransmission attributed to the clean task:", r)
-                ok = False
-                continue
             ends = f"{r['local']}->{r['remote']}"
             e = sockets.get(ends) or accepted.get(r["remote"])
             if e is None:
-                # A lossy task's socket that no path_up named: only the driver's bootstrap can be one,
-                # and it carries no traffic class, so nothing of it is dropped.
-                print("FAIL: the lossy task retransmitted on a socket no path_up named:", r)
+                # A socket that no path_up named: only the driver's bootstrap can be one, and it
+                # carries no traffic class, so nothing of it is dropped.
+                print("FAIL: a retransmission on a socket no path_up named:", r)
                 ok = False
                 continue
             if r["match"] != "path" or r["pid"] != e["pid"] or r["path"] != e["path"] or r["peer"] != e["peer"] \
-                    or e["task"] != lossy_task:
-                print(f"FAIL: row {r} does not name the path of its socket's path_up {e}")
+                    or r["task"] != e["task"]:
+                print(f"FAIL: row {r} does not name the task and path of its socket's path_up {e}")
                 ok = False
                 continue
-            attributed += r["count"]
+            attributed[r["task"]] += r["count"]
         clean_sockets = {k for k, e in sockets.items() if e["task"] == clean_task}
-        on_clean = [r for r in rows if f"{r['local']}->{r['remote']}" in clean_sockets]
-        print(f"dropped {drops} packet(s); kernel TcpRetransSegs +{segs}; report: {attributed} retransmission(s) "
-              f"attributed to {lossy_task}'s paths over {len(mine)} socket(s), {len(clean_sockets)} clean path socket(s)")
+        lossy_ends = {k for k, e in sockets.items() if e["task"] == lossy_task}
+        lossy_ends |= {r for r, e in accepted.items() if e["task"] == lossy_task}
+        misnamed = [r for r in rows if r.get("task") != lossy_task and
+                    (f"{r['local']}->{r['remote']}" in lossy_ends or r["remote"] in lossy_ends)]
+        total = attributed[lossy_task] + attributed[clean_task]
+        print(f"dropped {drops} packet(s); kernel TcpRetransSegs +{segs}; report: {attributed[lossy_task]} "
+              f"retransmission(s) attributed to {lossy_task}'s paths, {attributed[clean_task]} to {clean_task}'s "
+              f"(nothing of it dropped: late ACKs under load), over {len(mine)} socket(s); "
+              f"{len(clean_sockets)} clean path socket(s)")
         if not clean_sockets or not any(e["task"] == lossy_task for e in sockets.values()):
             print("FAIL: path_up did not name both tasks' path sockets")
             ok = False
-        if on_clean:
-            print("FAIL: retransmissions on the clean task's path sockets:", on_clean)
+        if misnamed:
+            print("FAIL: retransmissions on the lossy task's sockets attributed to another task:", misnamed)
+            ok = False
+        if attributed[clean_task] >= attributed[lossy_task]:
+            print(f"FAIL: the clean task ({attributed[clean_task]}) retransmitted no less than the lossy one "
+                  f"({attributed[lossy_task]})")
             ok = False
         if drops == 0:
             print("FAIL: the rule dropped nothing (the traffic class was not applied?)")
             ok = False
-        if attributed == 0:
+        if attributed[lossy_task] == 0:
             print("FAIL: no retransmission attributed to the lossy task's paths")
             ok = False
         # Every TCP socket of the namespace is one of the two jobs'. The tracepoint fires once per
         # retransmitted skb, TcpRetransSegs counts segments: on lo (MTU 64 KiB, MSS 65483) an skb is one
         # segment, except one of 65484-65536 bytes, which is two (seen once under ASan: 86 vs 87). So the
         # report may count a few less than the kernel, never more.
-        if attributed > segs or segs - attributed > max(2, segs // 20):
-            print(f"FAIL: the report counts {attributed} retransmissions, the kernel {segs} retransmitted segments")
+        if total > segs or segs - total > max(2, segs // 20):
+            print(f"FAIL: the report counts {total} retransmissions, the kernel {segs} retransmitted segments")
             ok = False
     else:
         task = f"probe-failback-{RUN}"
