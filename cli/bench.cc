@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -67,6 +68,7 @@ struct Options {
   bool rtt = true;
   std::string plugin_path;
   bool json = false;
+  bool pin = false;  // --pin: this process and the peer each on its own CPU
 };
 
 const char kUsage[] =
@@ -81,7 +83,11 @@ const char kUsage[] =
     "like the plugin they stripe a message evenly over the streams from FLEXIFORCE_STRIPE_MIN\n"
     "on, send smaller ones whole, round-robin, and move at most FLEXIFORCE_CHUNK_SIZE per stream\n"
     "per system call. Every message is checked (its index sits in its first and last 8 bytes);\n"
-    "a failed or corrupt transfer exits with status 1.\n\n"
+    "a failed or corrupt transfer exits with status 1.\n"
+    "With 2 or more streams the round trip is also measured over a raw socket pair (\"pair\"): the\n"
+    "ping on one socket, the echo on another, as NCCL connects one send and one receive\n"
+    "communicator per peer. On one socket each direction's data carries the other's TCP\n"
+    "acknowledgement; on a pair the receiver answers small segments with bare acknowledgements.\n\n"
     "options:\n"
     "  --min-bytes N     smallest message (default 8; suffixes K, M, G)\n"
     "  --max-bytes N     largest message (default 64M, at most 1G)\n"
@@ -92,6 +98,10 @@ const char kUsage[] =
     "  --mode M          both, plugin or raw (default both)\n"
     "  --measure W       throughput, rtt or both (default both)\n"
     "  --plugin PATH     plugin shared object (default $FF_PLUGIN_PATH, else the built one)\n"
+    "  --pin             run this process and the peer each on its own CPU (the first two this\n"
+    "                    process may use); on a small host the scheduler otherwise moves busy-polling\n"
+    "                    processes onto one CPU for a while, which moves a figure more than the\n"
+    "                    transports differ\n"
     "  --json            print the results and configuration as JSON\n"
     "  --help            this text\n\n"
     "targets: throughput >= 90% of raw for messages >= 1 MiB; 8 B round trip <= 1.3x raw.\n";
@@ -130,6 +140,10 @@ std::optional<Options> ParseOptions(int argc, char** argv, int* exit_code) {
       o.json = true;
       continue;
     }
+    if (arg == "--pin") {
+      o.pin = true;
+      continue;
+    }
     std::string value;
     size_t eq = arg.find('=');
     if (eq != std::string::npos) {
@@ -142,7 +156,7 @@ std::optional<Options> ParseOptions(int argc, char** argv, int* exit_code) {
         std::end(kValued)) {
       return fail("unknown option '" + arg +
                   "' (accepted: --min-bytes, --max-bytes, --iters, --window, --paths, --mode, --measure, "
-                  "--plugin, --json, --help)");
+                  "--plugin, --pin, --json, --help)");
     }
     if (eq == std::string::npos) {
       if (i + 1 >= argc) return fail(arg + " needs a value");
@@ -738,26 +752,31 @@ std::string RawStreamRecv(RawEndpoint& ep, Slots& slots, uint64_t window, uint64
   return error;
 }
 
-double RawPing(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters) {
-  StallGuard guard("raw ping");
+// pair: the ping goes out on stream 0 and the echo comes back on stream 1, one socket per direction
+// as NCCL connects a send and a receive communicator; otherwise both ride stream 0, where each
+// direction's data carries the other's TCP acknowledgement.
+double RawPing(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters, bool pair = false) {
+  StallGuard guard(pair ? "raw ping (socket pair)" : "raw ping");
+  const int back = pair ? ep.fd(1) : ep.fd(0);
   Clock::time_point t0 = Clock::now();
   for (uint64_t i = 0; i < iters; ++i) {
     Stamp(slots.at(0), size, i);
     SendAllRaw(ep.fd(0), slots.at(0), size, guard);
-    RecvAllRaw(ep.fd(0), slots.at(1), size, guard);
+    RecvAllRaw(back, slots.at(1), size, guard);
     if (!CheckStamp(slots.at(1), size, i)) throw std::runtime_error(Corrupt("raw ping-pong echo", size, i));
     guard.Progress();
   }
   return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(iters);
 }
 
-std::string RawPong(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters) {
-  StallGuard guard("raw pong");
+std::string RawPong(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters, bool pair = false) {
+  StallGuard guard(pair ? "raw pong (socket pair)" : "raw pong");
   std::string error;
+  const int back = pair ? ep.fd(1) : ep.fd(0);
   for (uint64_t i = 0; i < iters; ++i) {
     RecvAllRaw(ep.fd(0), slots.at(0), size, guard);
     if (!CheckStamp(slots.at(0), size, i) && error.empty()) error = Corrupt("raw ping-pong", size, i);
-    SendAllRaw(ep.fd(0), slots.at(0), size, guard);
+    SendAllRaw(back, slots.at(0), size, guard);
     guard.Progress();
   }
   return error;
@@ -766,7 +785,7 @@ std::string RawPong(RawEndpoint& ep, Slots& slots, uint64_t size, uint64_t iters
 // ---------------------------------------------------------------------------------------------
 // Parent <-> peer control over pipes: a command per measurement, a verdict after it.
 
-enum class Op : uint32_t { kPluginStream = 1, kPluginPingPong, kRawStream, kRawPingPong, kQuit };
+enum class Op : uint32_t { kPluginStream = 1, kPluginPingPong, kRawStream, kRawPingPong, kQuit, kRawPairPingPong };
 
 struct Command {
   Op op;
@@ -809,7 +828,18 @@ struct SharedSetup {
   Options opts;
   int streams;  // plugin paths = raw streams
   RawPolicy raw;
+  int cpus[2] = {-1, -1};  // --pin: this process's CPU and the peer's
 };
+
+// Binds the calling process (every thread it starts later too) to one CPU.
+void PinTo(int cpu, const char* who) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0)
+    throw std::runtime_error(std::string("--pin: binding ") + who + " to CPU " + std::to_string(cpu) + ": " +
+                             std::strerror(errno));
+}
 
 // The forked peer: receives streams, echoes pings, reports a verdict per command.
 int PeerMain(const SharedSetup& setup, int from_parent, int to_parent) {
@@ -852,6 +882,9 @@ int PeerMain(const SharedSetup& setup, int from_parent, int to_parent) {
       case Op::kRawPingPong:
         error = RawPong(raw, slots, c.size, c.iters);
         break;
+      case Op::kRawPairPingPong:
+        error = RawPong(raw, slots, c.size, c.iters, /*pair=*/true);
+        break;
       default:
         error = "unknown command " + std::to_string(static_cast<uint32_t>(c.op));
     }
@@ -882,6 +915,7 @@ class PeerProcess {
       close(up[0]);
       int rc = 1;
       try {
+        if (setup.cpus[1] >= 0) PinTo(setup.cpus[1], "the peer");
         rc = PeerMain(setup, down[0], up[1]);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "flexiforce bench (peer): %s\n", e.what());
@@ -940,6 +974,7 @@ struct Row {
   uint64_t stream_iters = 0, rtt_iters = 0;
   double plugin_gbps = NAN, raw_gbps = NAN;
   double plugin_rtt_us = NAN, raw_rtt_us = NAN;
+  double raw_pair_rtt_us = NAN;  // raw, one socket per direction (needs 2 or more streams)
 };
 
 double Ratio(double a, double b) { return std::isnan(a) || std::isnan(b) || b == 0 ? NAN : a / b; }
@@ -989,6 +1024,13 @@ class Driver {
     peer_.Send({plugin ? Op::kPluginPingPong : Op::kRawPingPong, 0, size, iters});
     double secs = plugin ? PluginPing(*plugin_, slots_, size, iters) : RawPing(raw_, slots_, size, iters);
     peer_.Expect(plugin ? "plugin ping-pong" : "raw ping-pong", size);
+    return secs;
+  }
+  bool MeasuresPair() const { return UsesRaw(o_.mode) && setup_.streams >= 2; }
+  double PairPingPong(uint64_t size, uint64_t iters) {
+    peer_.Send({Op::kRawPairPingPong, 0, size, iters});
+    double secs = RawPing(raw_, slots_, size, iters, /*pair=*/true);
+    peer_.Expect("raw ping-pong (socket pair)", size);
     return secs;
   }
 
@@ -1046,13 +1088,17 @@ class Driver {
       if (o_.iters) {
         for (bool plugin : Transports()) PingPong(plugin, size, std::min<uint64_t>(o_.iters, 16));
       }
+      if (MeasuresPair()) PairPingPong(size, std::min<uint64_t>(row.rtt_iters, 16));  // warm-up
       const uint64_t per_rep = std::max<uint64_t>(row.rtt_iters / kReps, std::min<uint64_t>(row.rtt_iters, 16));
-      std::vector<double> plugin_us, raw_us;
-      for (int rep = 0; rep < kReps; ++rep)
+      std::vector<double> plugin_us, raw_us, pair_us;
+      for (int rep = 0; rep < kReps; ++rep) {
         for (bool plugin : Transports()) (plugin ? plugin_us : raw_us).push_back(PingPong(plugin, size, per_rep) * 1e6);
+        if (MeasuresPair()) pair_us.push_back(PairPingPong(size, per_rep) * 1e6);
+      }
       row.rtt_iters = per_rep * kReps;
       row.plugin_rtt_us = Median(plugin_us);
       row.raw_rtt_us = Median(raw_us);
+      if (!pair_us.empty()) row.raw_pair_rtt_us = Median(pair_us);
     }
     return row;
   }
@@ -1082,10 +1128,11 @@ std::string Cell(double v, const char* fmt) {
 }
 
 void PrintRow(const Row& r) {
-  std::printf("%10s | %11s | %8s | %6s | %13s | %10s | %6s\n", HumanBytes(r.size).c_str(),
+  std::printf("%10s | %11s | %8s | %6s | %13s | %10s | %6s | %11s | %6s\n", HumanBytes(r.size).c_str(),
               Cell(r.plugin_gbps, "%.3f").c_str(), Cell(r.raw_gbps, "%.3f").c_str(),
               Cell(Ratio(r.plugin_gbps, r.raw_gbps), "%.2f").c_str(), Cell(r.plugin_rtt_us, "%.1f").c_str(),
-              Cell(r.raw_rtt_us, "%.1f").c_str(), Cell(Ratio(r.plugin_rtt_us, r.raw_rtt_us), "%.2f").c_str());
+              Cell(r.raw_rtt_us, "%.1f").c_str(), Cell(Ratio(r.plugin_rtt_us, r.raw_rtt_us), "%.2f").c_str(),
+              Cell(r.raw_pair_rtt_us, "%.1f").c_str(), Cell(Ratio(r.plugin_rtt_us, r.raw_pair_rtt_us), "%.2f").c_str());
   std::fflush(stdout);
 }
 
@@ -1148,17 +1195,33 @@ int RunBenchCommand(int argc, char** argv) {
   std::string device;
   Clock::time_point start = Clock::now();
   try {
+    if (o.pin) {
+      cpu_set_t allowed;
+      CPU_ZERO(&allowed);
+      if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+        throw std::runtime_error(std::string("--pin: reading this process's CPUs: ") + std::strerror(errno));
+      int found = 0;
+      for (int c = 0; c < CPU_SETSIZE && found < 2; ++c)
+        if (CPU_ISSET(c, &allowed)) setup.cpus[found++] = c;
+      if (found < 2)
+        throw std::runtime_error("--pin needs two CPUs, and this process may use only " + std::to_string(found));
+      PinTo(setup.cpus[0], "this process");
+    }
     PeerProcess peer(setup);
     Driver driver(setup, peer);
     device = driver.Connect();
     if (!o.json) {
       std::printf("flexiforce bench: plugin %s (device %s), %d path(s) = %d raw stream(s) on 127.0.0.1, window %d, "
-                  "iters %s\n\n",
+                  "iters %s%s\n\n",
                   UsesPlugin(o.mode) ? o.plugin_path.c_str() : "(not used)", device.empty() ? "-" : device.c_str(),
-                  setup.streams, setup.streams, o.window, o.iters ? std::to_string(o.iters).c_str() : "auto");
-      std::printf("%10s | %11s | %8s | %6s | %13s | %10s | %6s\n", "size", "plugin GB/s", "raw GB/s", "ratio",
-                  "plugin RTT us", "raw RTT us", "ratio");
-      std::printf("-----------+-------------+----------+--------+---------------+------------+-------\n");
+                  setup.streams, setup.streams, o.window, o.iters ? std::to_string(o.iters).c_str() : "auto",
+                  o.pin ? (", pinned to CPUs " + std::to_string(setup.cpus[0]) + " and " + std::to_string(setup.cpus[1]))
+                              .c_str()
+                        : "");
+      std::printf("%10s | %11s | %8s | %6s | %13s | %10s | %6s | %11s | %6s\n", "size", "plugin GB/s", "raw GB/s",
+                  "ratio", "plugin RTT us", "raw RTT us", "ratio", "pair RTT us", "ratio");
+      std::printf("-----------+-------------+----------+--------+---------------+------------+--------+-------------+"
+                  "-------\n");
     }
     for (uint64_t size = o.min_bytes; size <= o.max_bytes; size *= 2) {
       rows.push_back(driver.Measure(size));
@@ -1192,6 +1255,7 @@ int RunBenchCommand(int argc, char** argv) {
                    {"plugin", UsesPlugin(o.mode) ? nlohmann::json(o.plugin_path) : nlohmann::json(nullptr)},
                    {"plugin_device", device.empty() ? nlohmann::json(nullptr) : nlohmann::json(device)},
                    {"raw_address", "127.0.0.1"},
+                   {"pinned_cpus", o.pin ? nlohmann::json::array({setup.cpus[0], setup.cpus[1]}) : nlohmann::json(nullptr)},
                    {"rtt_max_bytes", kRttMaxBytes}};
   nlohmann::json results = nlohmann::json::array();
   for (const Row& r : rows) {
@@ -1203,7 +1267,9 @@ int RunBenchCommand(int argc, char** argv) {
                        {"throughput_ratio", JsonNumber(Ratio(r.plugin_gbps, r.raw_gbps))},
                        {"plugin_rtt_us", JsonNumber(r.plugin_rtt_us)},
                        {"raw_rtt_us", JsonNumber(r.raw_rtt_us)},
-                       {"rtt_ratio", JsonNumber(Ratio(r.plugin_rtt_us, r.raw_rtt_us))}});
+                       {"rtt_ratio", JsonNumber(Ratio(r.plugin_rtt_us, r.raw_rtt_us))},
+                       {"raw_pair_rtt_us", JsonNumber(r.raw_pair_rtt_us)},
+                       {"rtt_ratio_vs_pair", JsonNumber(Ratio(r.plugin_rtt_us, r.raw_pair_rtt_us))}});
   }
   out["results"] = results;
   out["targets"] = targets;

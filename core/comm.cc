@@ -44,8 +44,8 @@ uint16_t Comm::Classify(void* phandle) const {
   return static_cast<uint16_t>(sla::ChooseAttribution(prof, op, algo).collective);
 }
 
-void Comm::Record(uint16_t collective, uint64_t bytes, uint64_t latency_ns, sla::Direction dir) {
-  if (opts_.profile != nullptr && dir == sla::Direction::kSend) opts_.profile->AddBytes(bytes, NowNs());
+void Comm::Record(uint16_t collective, uint64_t bytes, uint64_t latency_ns, sla::Direction dir, uint64_t now_ns) {
+  if (opts_.profile != nullptr && dir == sla::Direction::kSend) opts_.profile->AddBytes(bytes, now_ns);
   if (opts_.stats == nullptr) return;
   size_t idx = collective <= 10 ? collective : collective == static_cast<uint16_t>(sla::Collective::kMixed) ? 11 : 12;
   uint32_t& slot = stats_slots_[idx];
@@ -207,8 +207,7 @@ void Comm::SoftDegrade(Path& p, const std::string& why, uint64_t now_ns) {
     StartDualPath(p, DualPathCompare::Kind::kLeave, why, now_ns);
 }
 
-bool Comm::CheckHealth() {
-  const uint64_t now = NowNs();
+bool Comm::CheckHealth(uint64_t now) {
   if (alive_paths() >= 2) CheckNics(now);
   // The watchdog only ever removes a path while another remains: the last path is left to the
   // socket's own timeout (FLEXIFORCE_PEER_TIMEOUT_MS), which then fails the communicator.

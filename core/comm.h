@@ -88,7 +88,8 @@ class Comm : public FrameSink {
   // (PathWatchdog::JudgeRouteFate), and marks the path so the peer is told (OnPathLost).
   void NoteRouteFailure(Path& p, const char* how);
   // Runs the path watchdog; false when the communicator failed.
-  bool CheckHealth();
+  // now_ns: the caller's clock read (one per progress call; a clock read costs ~25 ns here).
+  bool CheckHealth(uint64_t now_ns);
   // "2 (10.0.0.1:50000->10.0.0.2:41234)" for every live path, for failover log lines.
   std::string DescribeAlive() const;
   // Every path's state, for the one-time "stuck communicator" warning.
@@ -98,7 +99,8 @@ class Comm : public FrameSink {
   Path* FirstAlive();
   // Collective of a message: the profiler's attribution, else setNetAttr's op bits, else unknown.
   uint16_t Classify(void* phandle) const;
-  void Record(uint16_t collective, uint64_t bytes, uint64_t latency_ns, sla::Direction dir);
+  // now_ns: when the message completed (the caller read the clock for its latency already).
+  void Record(uint16_t collective, uint64_t bytes, uint64_t latency_ns, sla::Direction dir, uint64_t now_ns);
   // Called after path `p` died while others remain: the sender re-sends what was not acknowledged.
   // The default (receiver) logs the event; nothing is owed on a receive connection.
   virtual void OnPathLost(Path& p, const std::string& why, uint64_t silent_ns);

@@ -59,7 +59,7 @@ class RecvComm final : public Comm {
   // that is alive here is parked: the old stream is probed (an acknowledgement: a sender that gave
   // the stream up answers with a reset) and the rejoin adopted once the old path fails, or refused
   // after kRejoinHoldNs - a live path is never replaced. False when the communicator failed.
-  bool AdoptRejoins();
+  bool AdoptRejoins(uint64_t now_ns);
   uint64_t rejoins_refused() const { return rejoins_refused_; }
   // Logs the loss and tells the sender on the paths left, so it fails over without waiting.
   void OnPathLost(Path& p, const std::string& why, uint64_t silent_ns) override;
@@ -102,6 +102,10 @@ class RecvComm final : public Comm {
   uint64_t frames_done_ = 0;
   uint64_t frames_seen_ = 0;
   uint64_t last_frame_ns_ = 0;
+  // The clock read shared by every message one path read of Progress completes (0: not read yet);
+  // outside such a read (rx_stamp_shared_ false) each completion reads the clock itself.
+  uint64_t rx_stamp_ns_ = 0;
+  bool rx_stamp_shared_ = false;
   bool stuck_reported_ = false;
   void ReportIfStuck(uint64_t now_ns);
   void OnFailed() override;

@@ -121,7 +121,7 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   // Start the bytes moving now; small messages often leave in this very call. A failure found
   // here is sticky and reported by test(), which is where NCCL expects it.
   in_isend_ = true;
-  (void)Progress();
+  (void)Progress(now);
   in_isend_ = false;
   // From the end of the write: on loopback the write itself takes longer than the caller needs to
   // post the next send.
@@ -627,16 +627,17 @@ void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
   while (desc_seq_[credit_ % kDescWindow] == credit_ + 1) ++credit_;
   ++acks_received_;
   if (a.cum_done <= acked_seq_) return;
-  const uint64_t now = NowNs();
+  uint64_t now = 0;  // read for the first message counted here (eager ones were counted at completion)
   for (uint64_t seq = acked_seq_; seq < a.cum_done; ++seq) {
     SendMsg& m = Msg(seq);
     if (m.eager) {  // counted when its request completed
       if (m.ring_end > ring_tail_) ring_tail_ = m.ring_end;
       continue;
     }
+    if (now == 0) now = NowNs();
     FF_PROBE(send_done, opts_.task_hash, m.collective, m.size, peer_.c_str(), m.home_path, opts_.sla_us,
              now - m.start_ns, opts_.task.c_str());
-    Record(m.collective, m.size, now - m.start_ns, sla::Direction::kSend);
+    Record(m.collective, m.size, now - m.start_ns, sla::Direction::kSend, now);
   }
   acked_seq_ = a.cum_done;
   // An unsolicited message can be acknowledged before its descriptor arrives, which is then dropped
@@ -659,7 +660,9 @@ bool SendComm::RxCanWait() const {
          (ring_size_ == 0 || (ring_head_ - ring_tail_) * 2 < ring_size_);
 }
 
-Status SendComm::Progress() {
+Status SendComm::Progress() { return Progress(NowNs()); }
+
+Status SendComm::Progress(uint64_t now) {
   if (!error_.ok()) return error_;
   if (held_ > 0) {  // sends held for coalescing are scheduled and written below
     held_ = 0;
@@ -667,11 +670,11 @@ Status SendComm::Progress() {
     wrote_held_ = true;
   }
   const bool waiting = inflight_count() > 0;
-  if (waiting && !CheckHealth()) return error_;
+  if (waiting && !CheckHealth(now)) return error_;
   // Reading can wait inside isend - but never past the acknowledgement timeout, which must judge
   // what the peer sent, not what still sits unread in the sockets.
   const bool overdue = waiting && opts_.resend_timeout_ms != 0 &&
-                       NowNs() - ack_progress_ns_ >= uint64_t{opts_.resend_timeout_ms} * 500'000;
+                       now - std::min(now, ack_progress_ns_) >= uint64_t{opts_.resend_timeout_ms} * 500'000;
   const bool read_rx = waiting && (!(in_isend_ && RxCanWait()) || overdue);
   rx_skips_ = read_rx ? 0 : rx_skips_ + 1;
   for (int round = 0; round < 4; ++round) {
@@ -692,16 +695,15 @@ Status SendComm::Progress() {
       st.peer_nic_news = false;
       if (!bad || !p->alive() || p->draining()) continue;
       if (st.peer_nic_degraded)
-        SoftDegrade(*p, "the receiver's NIC under it degraded (error counters)", NowNs());
+        SoftDegrade(*p, "the receiver's NIC under it degraded (error counters)", now);
       else if (st.nic_degraded)
-        SoftDegrade(*p, "NIC " + PathInterface(p->index()) + " degraded", NowNs());
+        SoftDegrade(*p, "NIC " + PathInterface(p->index()) + " degraded", now);
     }
     if (round == 0 && opts_.reconnector && opts_.reconnector->Available() && opts_.failback_ms != 0 &&
         alive_paths() < path_count()) {
-      const uint64_t now = NowNs();
       if (now >= next_failback_check_ns_) TryFailback(now);
     }
-    if (waiting && round == 0) CheckAckTimeout(NowNs());
+    if (waiting && round == 0) CheckAckTimeout(now);
     Schedule();
     if (!error_.ok()) return error_;
     if (!FlushAll()) return error_;
@@ -905,11 +907,17 @@ Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {
   // While a failover holds completions, testing even a finished request must progress the
   // communicator: the caller may be waiting on exactly this request, and the failover ends only
   // when the re-sent data's acknowledgements are read.
-  const bool write_held = held_ > 0 && (pool_.in_use() - held_ <= 1 || NowNs() - last_write_ns_ >= opts_.coalesce_ns);
-  Status s = complete() && !gate_.paused() && !write_held ? Status::Ok() : Progress();
+  uint64_t now = 0;  // one clock read where this call needs one, shared by its uses below
+  const bool write_held =
+      held_ > 0 && (pool_.in_use() - held_ <= 1 || (now = NowNs()) - last_write_ns_ >= opts_.coalesce_ns);
+  Status s = Status::Ok();
+  if (!complete() || gate_.paused() || write_held) {
+    s = Progress(now != 0 ? now : NowNs());
+    now = 0;  // a completion below is timed after the write, not before it
+  }
   if (wrote_held_) {
     wrote_held_ = false;
-    last_write_ns_ = NowNs();
+    last_write_ns_ = now = NowNs();  // from the end of the write, as in isend
   }
   const bool finished = complete();
   if (!finished && !s.ok()) return s;  // a completed request stays complete even if the comm failed later
@@ -917,11 +925,12 @@ Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {
   *done = 1;
   if (size) *size = r->size;
   if (r->eager) {
-    const uint64_t latency = NowNs() - r->start_ns;
+    if (now == 0) now = NowNs();
+    const uint64_t latency = now - r->start_ns;
     const int path = r->seq < acked_seq_ ? -1 : Msg(r->seq).home_path;
     FF_PROBE(send_done, opts_.task_hash, r->collective, r->size, peer_.c_str(), path, opts_.sla_us, latency,
              opts_.task.c_str());
-    Record(r->collective, r->size, latency, sla::Direction::kSend);
+    Record(r->collective, r->size, latency, sla::Direction::kSend, now);
   }
   pool_.Release(r);
   return Status::Ok();

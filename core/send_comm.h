@@ -22,6 +22,8 @@ class SendComm final : public Comm {
   // Progresses and reports completion; releases the request when done.
   Status Test(SendRequest* r, int* done, uint64_t* size);
   Status Progress() override;
+  // The same with the caller's clock read (isend has one already).
+  Status Progress(uint64_t now_ns);
 
   // Before close: eager messages completed to the caller but not yet acknowledged are still owed to
   // the receiver (a failover would re-send them). Progresses until the receiver holds everything,

@@ -15,7 +15,7 @@ uint64_t NowNs() {
 }
 
 void TaskProfile::AddBytes(uint64_t bytes, uint64_t now_ns) {
-  heat->Add(bytes);
+  heat->Add(bytes, now_ns);
   uint64_t last = heat_published_ns.load(std::memory_order_relaxed);
   if (now_ns - last < 100'000'000ull || !stats || stats_task == sla::StatsTable::kInvalid) return;
   if (heat_published_ns.compare_exchange_strong(last, now_ns, std::memory_order_relaxed))

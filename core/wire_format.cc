@@ -6,14 +6,19 @@
 namespace ff {
 
 uint32_t HeaderChecksum(const FrameHeader& h) {
-  unsigned char bytes[sizeof(FrameHeader)];
-  std::memcpy(bytes, &h, sizeof(h));
-  uint32_t x = 2166136261u;
-  for (size_t i = 0; i < offsetof(FrameHeader, checksum); ++i) {
-    x ^= bytes[i];
-    x *= 16777619u;
+  static_assert(offsetof(FrameHeader, checksum) == 60 && sizeof(FrameHeader) == 64, "the checksum is the last word");
+  uint64_t words[8];
+  std::memcpy(words, &h, sizeof(h));
+  words[7] &= 0xffffffffull;  // bytes 56-59 (reserved) are covered; 60-63 are the checksum itself
+  // Per 8-byte word: xor in, multiply by an odd constant (a bijection that carries each bit upward),
+  // then fold the high half down, so a change anywhere in the word reaches every later bit and two
+  // changes in different words cannot cancel through the top bit alone.
+  uint64_t x = 0x243f6a8885a308d3ull;
+  for (uint64_t w : words) {
+    x = (x ^ w) * 0x9e3779b97f4a7c15ull;
+    x ^= x >> 32;
   }
-  return x;
+  return static_cast<uint32_t>(x ^ (x >> 29));
 }
 
 void SealHeader(FrameHeader* h) {

@@ -18,8 +18,10 @@ HeatIndex::HeatIndex(std::optional<uint64_t> sla_ns, const Clock& clock, const H
   sla_us_ = sla_ns ? static_cast<double>(*sla_ns) / 1e3 : static_cast<double>(config_.no_sla_us);
 }
 
-void HeatIndex::Add(uint64_t bytes) {
-  const uint64_t epoch = (clock_.NowNs() / config_.bucket_ns) & kEpochMask;
+void HeatIndex::Add(uint64_t bytes) { Add(bytes, clock_.NowNs()); }
+
+void HeatIndex::Add(uint64_t bytes, uint64_t now_ns) {
+  const uint64_t epoch = (now_ns / config_.bucket_ns) & kEpochMask;
   auto& bucket = buckets_[epoch % config_.buckets];
   uint64_t old = bucket.load(std::memory_order_relaxed);
   for (;;) {
