@@ -643,8 +643,14 @@ Status RecvComm::Progress() {
   // time: its application may call nothing more on this comm until the sender, waiting on exactly
   // this acknowledgement, moves on (a collective's last step, then a barrier). The path that last
   // delivered data can have died right after (a cut the receiver cannot see), so it goes on every
-  // live path. While receives are posted ahead (steady streaming) one path still carries it.
-  const bool last_for_now = cum_done_ > acked_ && cum_done_ >= next_post_seq_;
+  // live path. While receives are posted ahead (steady streaming) one path still carries it. Only a
+  // sender that waits on it (a message flagged kDataFlagAckNow: not eager, or its ring running low)
+  // needs that: eager messages completed at their sender already, and a lost acknowledgement of
+  // them costs nothing but ring room - a failover re-sends them, the duplicates are acknowledged
+  // on every path, and a closing sender asks (kAckRequest, answered on every path). Streaming small
+  // eager messages, the receiver catches up with its posted receives every few messages: sending
+  // each of those acknowledgements twice was most of its control frames.
+  const bool last_for_now = ack_now_ && cum_done_ > acked_ && cum_done_ >= next_post_seq_;
   if (send && SendAck(ack_all_paths_ || ack_requested_ || last_for_now, ack_requested_)) {
     if (ack_all_paths_) ack_all_paths_ = false;
     ack_requested_ = false;
