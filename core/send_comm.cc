@@ -120,9 +120,9 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   }
   // Start the bytes moving now; small messages often leave in this very call. A failure found
   // here is sticky and reported by test(), which is where NCCL expects it.
-  in_isend_ = true;
+  write_only_ = true;
   (void)Progress(now);
-  in_isend_ = false;
+  write_only_ = false;
   // From the end of the write: on loopback the write itself takes longer than the caller needs to
   // post the next send.
   if (opts_.coalesce_ns != 0) last_write_ns_ = NowNs();
@@ -671,11 +671,12 @@ Status SendComm::Progress(uint64_t now) {
   }
   const bool waiting = inflight_count() > 0;
   if (waiting && !CheckHealth(now)) return error_;
-  // Reading can wait inside isend - but never past the acknowledgement timeout, which must judge
-  // what the peer sent, not what still sits unread in the sockets.
+  // Reading can wait inside isend, and in a test() that only writes an eager send held for coalescing
+  // - but never past the acknowledgement timeout, which must judge what the peer sent, not what
+  // still sits unread in the sockets.
   const bool overdue = waiting && opts_.resend_timeout_ms != 0 &&
                        now - std::min(now, ack_progress_ns_) >= uint64_t{opts_.resend_timeout_ms} * 500'000;
-  const bool read_rx = waiting && (!(in_isend_ && RxCanWait()) || overdue);
+  const bool read_rx = waiting && (!(write_only_ && RxCanWait()) || overdue);
   rx_skips_ = read_rx ? 0 : rx_skips_ + 1;
   for (int round = 0; round < 4; ++round) {
     if (read_rx || round > 0) {
@@ -912,7 +913,12 @@ Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {
       held_ > 0 && (pool_.in_use() - held_ <= 1 || (now = NowNs()) - last_write_ns_ >= opts_.coalesce_ns);
   Status s = Status::Ok();
   if (!complete() || gate_.paused() || write_held) {
+    // An eager send completes once its bytes are handed to the transport: nothing from the peer is
+    // needed for that, so its test() reads the peer's frames only when RxCanWait says they matter
+    // (streaming small messages, the empty reads here were a system call per write on each path).
+    write_only_ = r->eager && !gate_.paused();
     s = Progress(now != 0 ? now : NowNs());
+    write_only_ = false;
     now = 0;  // a completion below is timed after the write, not before it
   }
   if (wrote_held_) {

@@ -123,7 +123,9 @@ class SendComm final : public Comm {
   uint64_t acks_at_timeout_ = 0;
   bool acks_asked_ = false;      // the acknowledgement timeout asked for one (eager messages only owed)
   uint64_t unsolicited_messages_ = 0;
-  bool in_isend_ = false;
+  // Set around a progress call that only has to write (isend; test() of an eager send held for
+  // coalescing): reading the peer's frames can wait then (RxCanWait).
+  bool write_only_ = false;
   // Send coalescing (Isend): eager sends held since the last write, and when that was.
   static constexpr int kMaxHeld = 16;
   static constexpr uint64_t kMaxHeldBytes = 128 * 1024;
