@@ -6,6 +6,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
 
+#include "core/probe_record.h"
 #include "probe_maps.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -72,23 +73,13 @@ static __always_inline __u32 log2_bucket(__u64 v) {
   return b < FF_PROBE_BUCKETS ? b : FF_PROBE_BUCKETS - 1;
 }
 
-static __always_inline int record_done(__u8 dir, __u64 task_hash, __u64 collective, __u64 bytes, const void* peer,
-                                       long path, __u64 sla_us, __u64 latency_ns, const void* task) {
-  __u32 zero = 0;
-  struct ff_flow_key* key = bpf_map_lookup_elem(&scratch, &zero);
-  if (!key) return 0;
-  __builtin_memset(key, 0, sizeof(*key));
-  bpf_probe_read_user_str(key->task, sizeof(key->task), task);
-  bpf_probe_read_user_str(key->peer, sizeof(key->peer), peer);
-  key->task_hash = task_hash;
-  key->path = (int)path;
-  key->collective = (unsigned short)collective;
-  key->dir = dir;
+// Adds one message to its flow; `key` names the flow (task, peer, path, collective, direction).
+static __always_inline void count_message(struct ff_flow_key* key, __u64 bytes, __u64 sla_us, __u64 latency_ns) {
   struct ff_flow_stats* s = bpf_map_lookup_elem(&flows, key);
   if (!s) {
     bpf_map_update_elem(&flows, key, &zero_stats, BPF_NOEXIST);
     s = bpf_map_lookup_elem(&flows, key);
-    if (!s) return 0;  // the table is full
+    if (!s) return;  // the table is full
   }
   __sync_fetch_and_add(&s->messages, 1);
   __sync_fetch_and_add(&s->bytes, bytes);
@@ -97,9 +88,85 @@ static __always_inline int record_done(__u8 dir, __u64 task_hash, __u64 collecti
   if (sla_us != 0 && latency_ns > sla_us * 1000) __sync_fetch_and_add(&s->sla_violations, 1);
   __u32 b = log2_bucket(latency_ns);
   if (b < FF_PROBE_BUCKETS) __sync_fetch_and_add(&s->hist[b], 1);
+}
+
+// The key's task and peer, read from the plugin's strings.
+static __always_inline struct ff_flow_key* flow_key(__u64 task_hash, const void* task, const void* peer) {
+  __u32 zero = 0;
+  struct ff_flow_key* key = bpf_map_lookup_elem(&scratch, &zero);
+  if (!key) return 0;
+  __builtin_memset(key, 0, sizeof(*key));
+  bpf_probe_read_user_str(key->task, sizeof(key->task), task);
+  bpf_probe_read_user_str(key->peer, sizeof(key->peer), peer);
+  key->task_hash = task_hash;
+  return key;
+}
+
+static __always_inline int record_done(__u8 dir, __u64 task_hash, __u64 collective, __u64 bytes, const void* peer,
+                                       long path, __u64 sla_us, __u64 latency_ns, const void* task) {
+  struct ff_flow_key* key = flow_key(task_hash, task, peer);
+  if (!key) return 0;
+  key->path = (int)path;
+  key->collective = (unsigned short)collective;
+  key->dir = dir;
+  count_message(key, bytes, sla_us, latency_ns);
   return 0;
 }
 
+// The plugin's batches of completed messages (core/probe_batch.h): one copy of up to
+// FF_PROBE_BATCH_MAX records per hit, per CPU.
+_Static_assert((FF_PROBE_BATCH_MAX & (FF_PROBE_BATCH_MAX - 1)) == 0, "a power of two: count_record masks with it");
+struct batch_buf {
+  struct ff_probe_record rec[FF_PROBE_BATCH_MAX];
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct batch_buf);
+} batch_scratch SEC(".maps");
+
+struct batch_ctx {
+  __u64 sla_us;
+};
+
+// One record of the batch in batch_scratch, into its flow (the key in scratch already names the task
+// and peer). A bpf_loop callback: the verifier checks it once, not once per record.
+static long count_record(__u32 i, void* data) {
+  struct batch_ctx* ctx = data;
+  __u32 zero = 0;
+  struct batch_buf* buf = bpf_map_lookup_elem(&batch_scratch, &zero);
+  struct ff_flow_key* key = bpf_map_lookup_elem(&scratch, &zero);
+  if (!buf || !key) return 1;
+  // bpf_loop runs at most FF_PROBE_BATCH_MAX times; the mask (a power of two) is the bound the
+  // verifier sees, and barrier_var keeps the compiler from dropping it.
+  barrier_var(i);
+  i &= FF_PROBE_BATCH_MAX - 1;
+  struct ff_probe_record* r = &buf->rec[i];
+  key->path = r->path;
+  key->collective = r->collective;
+  key->dir = r->dir;
+  count_message(key, r->bytes, ctx->sla_us, r->latency_ns);
+  return 0;
+}
+
+// What `flexiforce probe` attaches to: the task and peer strings are read once per batch, and each
+// record only sets the key's path, collective and direction.
+SEC("usdt")
+int BPF_USDT(msgs_done, __u64 task_hash, void* peer, void* task, __u64 sla_us, void* records, __u64 count) {
+  if (count == 0 || !records) return 0;
+  if (count > FF_PROBE_BATCH_MAX) count = FF_PROBE_BATCH_MAX;
+  __u32 zero = 0;
+  struct batch_buf* buf = bpf_map_lookup_elem(&batch_scratch, &zero);
+  if (!buf) return 0;
+  if (bpf_probe_read_user(buf->rec, count * sizeof(struct ff_probe_record), records) != 0) return 0;
+  if (!flow_key(task_hash, task, peer)) return 0;
+  struct batch_ctx loop = {.sla_us = sla_us};
+  bpf_loop(count, count_record, &loop, 0);
+  return 0;
+}
+
+// Per-message probes: attached only to plugin builds without msgs_done.
 SEC("usdt")
 int BPF_USDT(send_done, __u64 task_hash, __u64 collective, __u64 bytes, void* peer, long path, __u64 sla_us,
              __u64 latency_ns, void* task) {

@@ -31,6 +31,7 @@ struct UsdtProgram {
   const char* probe;
   bool optional = false;  // newer than some plugin builds: attached where the file has it
   bool post = false;      // send_post/recv_post: attached only when asked (set_attach_posts)
+  bool per_message = false;  // send_done/recv_done: only where the file has no msgs_done (older builds)
 };
 
 }  // namespace
@@ -138,16 +139,28 @@ bool ProbeSession::AttachPlugin(const std::string& path, int pid, std::string* e
     key += path;
   if (attached_.count(key)) return true;
   auto& p = skel_->progs;
+  // Completed messages come in batches (msgs_done, one hit per up to 32 messages: core/probe_batch.h);
+  // a plugin built before that has only the per-message probes, one hit each.
+  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> fresh;
+  bool batched = true;
+  if (bpf_link* l = bpf_program__attach_usdt(p.msgs_done, pid, path.c_str(), "flexiforce", "msgs_done", nullptr)) {
+    fresh.emplace_back(l);
+  } else {
+    batched = false;
+    std::fprintf(stderr, "flexiforce probe: %s has no USDT flexiforce:msgs_done (an older build): counting "
+                 "send_done/recv_done, one uprobe hit per message\n", path.c_str());
+  }
   const UsdtProgram programs[] = {
-      {p.send_post, "send_post", false, true}, {p.send_done, "send_done"}, {p.recv_post, "recv_post", false, true},
-      {p.recv_done, "recv_done"},     {p.on_connect, "connect"},  {p.on_accept, "accept"},
+      {p.send_post, "send_post", false, true}, {p.send_done, "send_done", false, false, true},
+      {p.recv_post, "recv_post", false, true}, {p.recv_done, "recv_done", false, false, true},
+      {p.on_connect, "connect"},  {p.on_accept, "accept"},
       {p.path_choice, "path_choice"}, {p.failover, "failover"},   {p.drain, "drain"},
       {p.failback, "failback"},       {p.on_pause, "pause"},      {p.on_resume, "resume"},
       {p.path_up, "path_up", true},
   };
-  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> fresh;
   for (const auto& u : programs) {
     if (u.post && !attach_posts_) continue;
+    if (u.per_message && batched) continue;
     bpf_link* l = bpf_program__attach_usdt(u.prog, pid, path.c_str(), "flexiforce", u.probe, nullptr);
     if (l == nullptr && u.optional) {
       std::fprintf(stderr, "flexiforce probe: %s has no USDT flexiforce:%s (an older build): its path sockets are not named\n",

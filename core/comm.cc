@@ -25,6 +25,7 @@ Comm::Comm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& opts, st
 }
 
 Comm::~Comm() {
+  FF_PROBE_BATCH_FIRE(probe_batch_, ProbeSource());  // a tracer counts every message it completed
   if (opts_.profile != nullptr) opts_.profile->PublishHeat();
   // The slots stay (a later connection to the same peer finds them) but may now be reclaimed for
   // other keys, their totals kept under the task's closed connections.

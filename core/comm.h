@@ -12,6 +12,7 @@
 #include "core/path.h"
 #include "core/path_health.h"
 #include "core/pause_gate.h"
+#include "core/probe_batch.h"
 #include "core/reconnect.h"
 #include "nccl/net_abi.h"
 #include "sla/task_stats.h"
@@ -101,6 +102,14 @@ class Comm : public FrameSink {
   uint16_t Classify(void* phandle) const;
   // now_ns: when the message completed (the caller read the clock for its latency already).
   void Record(uint16_t collective, uint64_t bytes, uint64_t latency_ns, sla::Direction dir, uint64_t now_ns);
+  // A completed message for the batched probe (msgs_done, core/probe_batch.h); a branch unattached.
+  void ProbeDone(uint8_t dir, uint16_t collective, uint64_t bytes, int path, uint64_t latency_ns, uint64_t now_ns) {
+    FF_PROBE_BATCH_ADD(probe_batch_, ProbeSource(), dir, collective, bytes, path, latency_ns, now_ns);
+  }
+  // On each progress call: fires batched records older than ProbeBatch::kMaxAgeNs.
+  void ProbeFlushIfOld(uint64_t now_ns) {
+    if (probe_batch_.Old(now_ns)) FF_PROBE_BATCH_FIRE(probe_batch_, ProbeSource());
+  }
   // Called after path `p` died while others remain: the sender re-sends what was not acknowledged.
   // The default (receiver) logs the event; nothing is owed on a receive connection.
   virtual void OnPathLost(Path& p, const std::string& why, uint64_t silent_ns);
@@ -180,6 +189,8 @@ class Comm : public FrameSink {
   std::vector<std::unique_ptr<Path>> paths_;
   CommOptions opts_;
   std::string peer_;
+  ProbeBatch probe_batch_;
+  ProbeBatch::Source ProbeSource() const { return {opts_.task_hash, peer_.c_str(), opts_.task.c_str(), opts_.sla_us}; }
   PauseGate gate_;
   PathWatchdog watchdog_;
   Status error_;

@@ -22,4 +22,5 @@ FF_PROBE_DEFINE(failback)
 FF_PROBE_DEFINE(pause)
 FF_PROBE_DEFINE(resume)
 FF_PROBE_DEFINE(path_up)
+FF_PROBE_DEFINE(msgs_done)
 #endif

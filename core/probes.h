@@ -9,6 +9,9 @@
 // Arguments, all integers or pointers:
 //   send_post/send_done/recv_post/recv_done: task hash, collective, bytes, peer (const char*), path
 //     index (-1: striped over several), SLA us, latency ns (0 for *_post), task id (const char*).
+//   msgs_done: task hash, peer (const char*), task id (const char*), SLA us, records (const
+//     ff_probe_record*, core/probe_record.h), count (1..FF_PROBE_BATCH_MAX): the completed messages of
+//     one communicator, in batches (core/probe_batch.h); what `flexiforce probe` attaches to.
 //   connect/accept: task hash, peer, paths, SLA us, traffic-class byte (-1 left to the OS).
 //   path_choice: task hash, peer, path index, plan path id, SLA attainable (0/1).
 //   failover: task hash, peer, paths alive, re-sent bytes, paused ns.
@@ -54,6 +57,7 @@ FF_PROBE_DECLARE(failback);
 FF_PROBE_DECLARE(pause);
 FF_PROBE_DECLARE(resume);
 FF_PROBE_DECLARE(path_up);
+FF_PROBE_DECLARE(msgs_done);
 
 // True while some tracer is attached to probe `name`.
 #define FF_PROBE_ENABLED(name) __builtin_expect(FF_PROBE_SEMAPHORE(name) != 0, 0)

@@ -370,6 +370,7 @@ void RecvComm::CompleteData(int lane, const FrameHeader& h) {
   Record(e->collective, e->total, now - r->start_ns, sla::Direction::kRecv, now);
   FF_PROBE(recv_done, opts_.task_hash, e->collective, e->total, peer_.c_str(), lane == kStageLane ? -1 : lane, opts_.sla_us,
            now - r->start_ns, opts_.task.c_str());
+  ProbeDone(FF_PROBE_RECV_DIR, e->collective, e->total, lane == kStageLane ? -1 : lane, now - r->start_ns, now);
   done_bits_[h.seq % kDoneWindow] = true;
   if (cum_done_ == acked_) done_since_ns_ = now;
   while (done_bits_[cum_done_ % kDoneWindow]) {
@@ -569,6 +570,7 @@ Status RecvComm::Progress() {
     opts_.reconnect_inbox->Poll(now);
     if (!AdoptRejoins(now)) return error_;
   }
+  ProbeFlushIfOld(now);
   if (!CheckHealth(now)) return error_;
   const uint64_t poll_ns = now;  // the stuck report and the read pacing
   if (expecting) ReportIfStuck(poll_ns);

@@ -637,6 +637,7 @@ void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
     if (now == 0) now = NowNs();
     FF_PROBE(send_done, opts_.task_hash, m.collective, m.size, peer_.c_str(), m.home_path, opts_.sla_us,
              now - m.start_ns, opts_.task.c_str());
+    ProbeDone(FF_PROBE_SEND_DIR, m.collective, m.size, m.home_path, now - m.start_ns, now);
     Record(m.collective, m.size, now - m.start_ns, sla::Direction::kSend, now);
   }
   acked_seq_ = a.cum_done;
@@ -669,6 +670,7 @@ Status SendComm::Progress(uint64_t now) {
     held_bytes_ = 0;
     wrote_held_ = true;
   }
+  ProbeFlushIfOld(now);
   const bool waiting = inflight_count() > 0;
   if (waiting && !CheckHealth(now)) return error_;
   // Reading can wait inside isend, and in a test() that only writes an eager send held for coalescing
@@ -936,6 +938,7 @@ Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {
     const int path = r->seq < acked_seq_ ? -1 : Msg(r->seq).home_path;
     FF_PROBE(send_done, opts_.task_hash, r->collective, r->size, peer_.c_str(), path, opts_.sla_us, latency,
              opts_.task.c_str());
+    ProbeDone(FF_PROBE_SEND_DIR, r->collective, r->size, path, latency, now);
     Record(r->collective, r->size, latency, sla::Direction::kSend, now);
   }
   pool_.Release(r);

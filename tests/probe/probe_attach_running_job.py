@@ -6,7 +6,7 @@
     it was still running after both detaches;
   - each probe run exits 0 and counted messages of our task, more than none and fewer than the job sent
     (it saw only part of the run);
-  - the send_done semaphore in the ranks is raised while a probe is attached and back to 0 after it
+  - the msgs_done semaphore in the ranks is raised while a probe is attached and back to 0 after it
     detached (a detached probe leaves nothing behind);
   - the ranks' semaphores are 0 until the first attach;
   - then `probe report` started before a second job, finding it by /proc alone (no --lib), counts
@@ -37,7 +37,7 @@ NRANKS, SIZE, STEP = 3, 3 * 1024 * 1024, 256 * 1024
 # for about JOB_S seconds of iterations, at least MIN_WARMUP.
 JOB_S, MIN_WARMUP, ITERS = 10.0, 600, 1
 COLLS = ["allreduce", "allgather", "broadcast"]
-sem_vaddr = lib.semaphore_vaddr(plugin, "send_done")
+sem_vaddr = lib.semaphore_vaddr(plugin, "msgs_done")
 
 
 def fail(msg, *procs):
@@ -49,7 +49,7 @@ def fail(msg, *procs):
 
 
 def semaphores(pids, until=None, within=2.0):
-    """The send_done semaphores of `pids`; with `until` (a predicate), polled up to `within` seconds
+    """The msgs_done semaphores of `pids`; with `until` (a predicate), polled up to `within` seconds
     for it to hold (the kernel updates them on attach and detach, but need not before we look)."""
     deadline = time.time() + within
     while True:
@@ -110,7 +110,7 @@ with tempfile.TemporaryDirectory() as tmp:
         watched = [ranks[0]] if extra else ranks
         raised = semaphores(watched, until=lambda v: min(v) >= 1)
         if min(raised) < 1:
-            fail(f"probe ({how}) attached but the ranks' send_done semaphores are {raised}", watch, job)
+            fail(f"probe ({how}) attached but the ranks' msgs_done semaphores are {raised}", watch, job)
         # Detach once the probe has seen some of our messages (or after 20 s: then the count check fails).
         seen, t0 = 0, time.time()
         while seen == 0 and time.time() - t0 < 20:
@@ -130,7 +130,7 @@ with tempfile.TemporaryDirectory() as tmp:
             fail(f"probe ({how}) printed no final totals: {out[-500:]}", job)
         n = task_messages(final[-1]["total"])
         after = semaphores(watched, until=lambda v: max(v) == 0)
-        print(f"probe attached to {how}: counted {n} send completions of {TASK}; send_done semaphore "
+        print(f"probe attached to {how}: counted {n} send completions of {TASK}; msgs_done semaphore "
               f"while attached {raised}, after detach {after}")
         if after != [0] * len(watched):
             fail(f"semaphores still raised after the probe ({how}) detached: {after}", job)

@@ -1,4 +1,4 @@
-// ff-probe-microbench: CPU nanoseconds per send_done probe site, compiled out, compiled in and not
+// ff-probe-microbench: CPU nanoseconds per message completion's probe work, compiled out, compiled in and not
 // attached, and (run under `flexiforce probe watch --lib THIS_BINARY`) attached. Prints one JSON object.
 // usage: ff-probe-microbench [--calls N] [--rounds R] [--task T] [--wait-attached]
 #include <time.h>
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   if (argc > 1000) ff::probe_bench::OtherProbeSites(task.c_str(), "");  // never: keeps the sites
   if (wait_attached) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (ff::probe_bench::SendDoneSemaphore() == 0) {
+    while (ff::probe_bench::AttachedSemaphore() == 0) {
       if (std::chrono::steady_clock::now() > deadline) {
         std::fprintf(stderr, "ff-probe-microbench: no probe attached within 30 s\n");
         return 1;
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   }
   const char* peer = "127.0.0.1:40000";
   uint64_t sink = 0;
-  const unsigned sem = ff::probe_bench::SendDoneSemaphore();
+  const unsigned sem = ff::probe_bench::AttachedSemaphore();
   // Interleaved so drift hits both; in the attached case only the "in" loop fires probes.
   const double out_ns = NsPerCall([&](uint64_t n) { return ff::probe_bench::LoopWithoutProbes(n, task.c_str(), peer); },
                                   calls, rounds, &sink);

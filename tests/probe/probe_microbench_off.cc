@@ -1,4 +1,5 @@
 // The same loop with FF_PROBE compiled out (as -DFF_USDT=OFF builds it).
+#include "core/probe_batch.h"
 #include "core/probes.h"
 #include "tests/probe/probe_microbench.h"
 

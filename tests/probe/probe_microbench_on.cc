@@ -1,4 +1,5 @@
 // The loop with the plugin's USDT probes compiled in (FF_HAVE_SDT set for this file by CMake).
+#include "core/probe_batch.h"
 #include "core/probes.h"
 #include "tests/probe/probe_microbench.h"
 
@@ -10,7 +11,7 @@ namespace ff::probe_bench {
 #define LOOP_NAME LoopWithProbes
 #include "tests/probe/probe_microbench_loop.inc"
 #undef LOOP_NAME
-unsigned SendDoneSemaphore() { return FF_PROBE_SEMAPHORE(send_done); }
+unsigned AttachedSemaphore() { return FF_PROBE_SEMAPHORE(msgs_done); }
 
 // `flexiforce probe` attaches to all 12 probes of a file or to none: every other site, never run.
 void OtherProbeSites(const char* task, const char* peer) {

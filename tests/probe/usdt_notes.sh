@@ -7,7 +7,7 @@ notes="$(readelf -n "$lib")"
 fail=0
 # "Provider: P" / "Name: N" / "Location: ..., Semaphore: 0x..." -> "P:N SEMAPHORE" per note.
 table="$(awk '/Provider:/ {p=$2} /Name:/ {n=$2} /Semaphore:/ {print p ":" n " " $NF}' <<<"$notes")"
-for p in send_post send_done recv_post recv_done connect accept path_choice failover drain failback pause resume path_up; do
+for p in send_post send_done recv_post recv_done msgs_done connect accept path_choice failover drain failback pause resume path_up; do
   sem="$(awk -v k="flexiforce:$p" '$1 == k {print $2; exit}' <<<"$table")"
   if [ -z "$sem" ]; then
     echo "missing stapsdt note flexiforce:$p"; fail=1; continue
