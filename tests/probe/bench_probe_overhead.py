@@ -223,18 +223,17 @@ if a.microbench:
         micro["attached"].append(microbench(True))
     site = [x["compiled_in_ns"] - x["compiled_out_ns"] for x in micro["free"]]
     hit = [x["compiled_in_ns"] - x["compiled_out_ns"] for x in micro["attached"]]
-    # The plugin passes 4 sites per message (post and completion, on each side); the probe attaches
-    # the 2 completions only (the posts with --posts). CPU per message from the `off` arm: the job's
+    # The plugin passes 6 sites per message (post, completion and the batch, on each side); the probe
+    # attaches the batch only (the posts too with --posts). CPU per message from the `off` arm: the job's
     # CPU seconds over the messages it sent (both ranks, every size).
     cpu_per_msg_ns = statistics.median(x["cpu_s"] for x in samples["off"]) * 1e9 / sends_per_run
-    print(f"one send_done site, CPU ns per call, median [quartiles] (min..max) of {reps} runs x {rounds} rounds "
-          f"x {calls} calls:")
+    print(f"one message completion's probe work (send_done site, msgs_done batch of 32), CPU ns per message, "
+          f"median [quartiles] (min..max) of {reps} runs x {rounds} rounds x {calls} messages:")
     print(f"  not attached, compiled in minus compiled out: {span(site, True)}")
     print(f"  attached (uprobe + BPF program), minus compiled out: {span(hit, True)}")
     print(f"  the job above: {cpu_per_msg_ns / 1e3:.0f} us of CPU per message (off arm, median); "
-          f"2 attached sites per message => {100 * 2 * statistics.median(hit) / cpu_per_msg_ns:.2f}% of its CPU "
-          f"(4 with --posts: {100 * 4 * statistics.median(hit) / cpu_per_msg_ns:.2f}%); 4 sites not attached "
-          f"{100 * 4 * statistics.median(site) / cpu_per_msg_ns:.4f}%")
+          f"2 completions per message (one per side), attached => {100 * 2 * statistics.median(hit) / cpu_per_msg_ns:.2f}% "
+          f"of its CPU; 6 sites not attached {100 * 6 * statistics.median(site) / cpu_per_msg_ns:.4f}%")
     micro.update({"site_ns": site, "hit_ns": hit, "cpu_per_msg_ns": cpu_per_msg_ns})
 if a.json:
     with open(a.json, "w") as f:
