@@ -4,6 +4,7 @@
 #include <net/if.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "base/logging.h"
@@ -227,6 +228,7 @@ bool Comm::CheckHealth(uint64_t now) {
     return true;
   }
   Path& p = *paths_[static_cast<size_t>(rep.path)];
+  if (rep.cause == PathFault::kSocketError && PeerClosedAfterAll(p, rep.err)) return true;
   const std::string why = std::string(PathFaultName(rep.cause)) + " (" + rep.detail + ")";
   if (IsRouteFailure(rep.cause, rep.err)) NoteRouteFailure(p, PathFaultName(rep.cause));
   if (IsSoftFault(rep.cause)) {
@@ -351,6 +353,7 @@ bool Comm::HandlePump(Path& p, PumpResult r) {
       }
       return PathDown(p, "peer closed the connection");
     case PumpResult::kIoError:
+      if (PeerClosedAfterAll(p, p.last_errno())) return true;
       if (IsRouteFailure(PathFault::kNone, p.last_errno())) NoteRouteFailure(p, "receive failed");
       // The transport's own account, when it has one (verbs: the async event or failed completion).
       return PathDown(p, ErrnoMessage("receive failed", p.last_errno()) + (p.rx_error().empty() ? "" : "; " + p.rx_error()));
@@ -364,10 +367,25 @@ bool Comm::HandlePump(Path& p, PumpResult r) {
   return true;
 }
 
+bool Comm::PeerClosedAfterAll(Path& p, int err) {
+  if (!closing_ || (err != ECONNRESET && err != EPIPE) || !p.alive()) return false;
+  // What the peer sent before it closed is still readable: its last acknowledgement may be on any path.
+  for (auto& q : paths_)
+    if (q->alive()) (void)q->Poll(*this);
+  if (!error_.ok() || !p.alive() || !NothingOwed()) return false;
+  FF_INFO(NCCL_NET, "path %d (%s) to %s: the peer closed its end (%s) after it had every message", p.index(),
+          p.Describe().c_str(), peer_.c_str(), std::strerror(err));
+  St(p.index()).closed_by_peer = true;
+  p.MarkDead();
+  p.DropQueued();
+  return true;
+}
+
 bool Comm::FlushAll() {
   for (auto& p : paths_) {
     if (!p->alive() || p->queued_frames() == 0) continue;
     if (!p->Flush()) {
+      if (PeerClosedAfterAll(*p, p->last_errno())) continue;
       if (IsRouteFailure(PathFault::kNone, p->last_errno())) NoteRouteFailure(*p, "send failed");
       if (!PathDown(*p, ErrnoMessage("send failed", p->last_errno()))) return false;
     }

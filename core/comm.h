@@ -153,6 +153,17 @@ class Comm : public FrameSink {
   bool HandlePump(Path& p, PumpResult r);
   // Whether bytes are still owed on this communicator: EOF is an error only then.
   virtual bool ExpectingTraffic() const = 0;
+  // Whether nothing is owed either way: every message sent is acknowledged (sender), no receive is
+  // waiting (receiver). Stricter than !ExpectingTraffic(), which trusts the peer's transport.
+  virtual bool NothingOwed() const { return !ExpectingTraffic(); }
+  // Set while closing (the sender's drain for close): a peer that resets a path then is a peer that
+  // closed its end while a frame of ours sat unread there (a close then resets instead of ending
+  // in order), not a failure to recover from.
+  bool closing_ = false;
+  // While closing, a path the peer reset or closed (`err`: ECONNRESET, EPIPE): reads what every path
+  // still holds first (the last acknowledgement may wait on another one), then, when nothing is owed,
+  // lets the path go as an orderly close does (no failover, no warning) and returns true.
+  bool PeerClosedAfterAll(Path& p, int err);
   // After the first fatal error: the receiver tells its sender, so neither side waits on the other.
   virtual void OnFailed() {}
   bool FlushAll();

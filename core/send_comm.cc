@@ -156,6 +156,7 @@ bool SendComm::AwaitDescriptor() {
 
 uint64_t SendComm::DrainForClose(uint64_t timeout_ns) {
   const uint64_t start = NowNs();
+  closing_ = true;
   // Eager messages are acknowledged lazily, and a receiver with nothing posted is not progressing:
   // once every owed byte sits in the peer's transport, ask once for the acknowledgement, give it a
   // moment, and close - nothing is lost (a failover is what would need the ring, and there is none).

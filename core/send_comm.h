@@ -83,6 +83,7 @@ class SendComm final : public Comm {
   // Eager messages the peer's transport holds are owed only their (lazy) acknowledgement: a peer that
   // closes in order after reading them ends nothing that is still expected.
   bool ExpectingTraffic() const override { return next_seq_ > acked_seq_ && !OwedOnlyAcknowledgements(); }
+  bool NothingOwed() const override { return next_seq_ == acked_seq_; }
   // After the first fatal error: tell the receiver, so it does not wait for messages that never come.
   void OnFailed() override;
   // Failback: reconnects failed paths through the transport's reconnector, one step per call.
