@@ -157,6 +157,10 @@ bool SendComm::AwaitDescriptor() {
 uint64_t SendComm::DrainForClose(uint64_t timeout_ns) {
   const uint64_t start = NowNs();
   closing_ = true;
+  FF_INFO(NCCL_NET, "closing the send connection to %s: %llu message(s) sent, %llu eager, %llu before their receive "
+          "was posted, %llu byte(s) re-sent", peer_.c_str(), static_cast<unsigned long long>(next_seq_),
+          static_cast<unsigned long long>(eager_messages_), static_cast<unsigned long long>(unsolicited_messages_),
+          static_cast<unsigned long long>(resent_bytes_));
   // Eager messages are acknowledged lazily, and a receiver with nothing posted is not progressing:
   // once every owed byte sits in the peer's transport, ask once for the acknowledgement, give it a
   // moment, and close - nothing is lost (a failover is what would need the ring, and there is none).
@@ -324,7 +328,10 @@ void SendComm::Schedule() {
 }
 
 bool SendComm::UnsolicitedFits(const SendMsg& m) const {
-  if (!unsolicited_ok_ || !m.eager || m.size > m.chunk || failover_.active) return false;
+  // Eager or not: the budget below is what the receiver's staging arena always has room for, so a
+  // message sent early never stalls its path there (a stalled path could hold back a chunk re-sent
+  // after a failover behind it). A message that is not eager still completes on its acknowledgement.
+  if (!unsolicited_ok_ || m.size > m.chunk || failover_.active) return false;
   if (m.seq < credit_ || m.seq - credit_ >= kMaxUnsolicitedMsgs) return false;
   // Messages between the credit and this one all went unsolicited (Schedule sends in order).
   uint64_t bytes = m.size;
@@ -741,7 +748,10 @@ void SendComm::ProbeCredit(uint64_t now_ns) {
 void SendComm::CheckAckTimeout(uint64_t now_ns) {
   if (inflight_count() > 0) ProbeCredit(now_ns);
   if (opts_.resend_timeout_ms == 0 || inflight_count() == 0) return;
-  if (acked_seq_ != ack_seen_) {
+  if (acked_seq_ != ack_seen_ || acked_seq_ >= credit_) {
+    // Progress, or nothing owed yet: the oldest message owed went before its receive was posted
+    // (unsolicited), and a receiver that has not posted it cannot acknowledge it. The clock starts
+    // once its descriptor is here (ProbeCredit above asks again for descriptors that went missing).
     ack_seen_ = acked_seq_;
     acks_asked_ = false;
     ack_progress_ns_ = now_ns;

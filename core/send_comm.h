@@ -95,8 +95,8 @@ class SendComm final : public Comm {
   char* RingReserve(uint64_t len, uint64_t* end);
   // Whether reading the paths' incoming frames can wait: nothing this call needs is owed by the peer.
   bool RxCanWait() const;
-  // Whether message `m` (beyond the credit) may go before its descriptor: an eager single-chunk
-  // message on stream paths, within the unsolicited budget, outside a failover. Marks it matched.
+  // Whether message `m` (beyond the credit) may go before its descriptor: a single-chunk message on
+  // stream paths, within the unsolicited budget, outside a failover. Marks it matched.
   bool SendUnsolicited(SendMsg& m);
   bool UnsolicitedFits(const SendMsg& m) const;
   // Every message owed is eager, wholly handed over, and every live path's peer holds all it was

@@ -15,53 +15,10 @@
 
 #include "core/recv_comm.h"
 #include "core/send_comm.h"
-#include "tcp/byte_stream.h"
-#include "tcp/socket.h"
-#include "tcp/stream_path.h"
-#include "tests/failover/socketpair_stream.h"
+#include "tests/failover/fd_pair.h"
 
 namespace ff {
 namespace {
-
-// A socketpair end that shows its descriptor, so the path watchdog reads its pending error
-// (SO_ERROR) as it does a TCP socket's: the way the reset is first seen in a job.
-class FdStream final : public ByteStream {
- public:
-  explicit FdStream(int fd) : fd_(fd) {}
-  ~FdStream() override { close(fd_); }
-  ssize_t Send(const iovec* iov, int n) override { return tcp::SendSome(fd_, iov, n); }
-  ssize_t Recv(void* buf, size_t len) override { return tcp::RecvSome(fd_, buf, len); }
-  std::string Describe() const override { return "socketpair fd " + std::to_string(fd_); }
-  int fd() const override { return fd_; }
-
- private:
-  int fd_;
-};
-
-struct Pair {
-  std::unique_ptr<SendComm> send;
-  std::unique_ptr<RecvComm> recv;
-  std::vector<int> send_fds;
-};
-
-Pair MakePair(bool watchdog) {
-  CommOptions o = testing::EagerOptions();
-  if (watchdog) o.path_stall_ms = 2000;  // the watchdog samples each path's pending error every 1 ms
-  Pair p;
-  std::vector<std::unique_ptr<Path>> s, r;
-  for (int i = 0; i < 2; ++i) {
-    int fds[2];
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-    EXPECT_TRUE(tcp::SetNonBlocking(fds[0]).ok());
-    EXPECT_TRUE(tcp::SetNonBlocking(fds[1]).ok());
-    p.send_fds.push_back(fds[0]);
-    s.push_back(std::make_unique<StreamPath>(i, std::make_unique<FdStream>(fds[0])));
-    r.push_back(std::make_unique<StreamPath>(i, std::make_unique<FdStream>(fds[1])));
-  }
-  p.send = std::make_unique<SendComm>(std::move(s), o, "receiver");
-  p.recv = std::make_unique<RecvComm>(std::move(r), o, "sender");
-  return p;
-}
 
 TEST(CloseDrain, APeerThatResetsAfterItHadEverythingIsAnOrderlyClose) {
   constexpr int kMsgs = 24;
@@ -72,7 +29,7 @@ TEST(CloseDrain, APeerThatResetsAfterItHadEverythingIsAnOrderlyClose) {
     SCOPED_TRACE((unread_on == 2 ? std::string("unread frame on both paths")
                                  : "unread frame on path " + std::to_string(unread_on)) +
                  (watchdog ? ", path watchdog on" : ", path watchdog off"));
-    Pair p = MakePair(watchdog);
+    testing::FdPair p = testing::MakeFdPair(watchdog);
     std::vector<std::vector<char>> rbuf(kMsgs, std::vector<char>(4096, 0));
     std::vector<RecvRequest*> rreq(kMsgs, nullptr);
     for (int i = 0; i < kMsgs; ++i) {

@@ -1,0 +1,63 @@
+// A send and a receive communicator joined by socketpair paths whose descriptors are visible, so
+// the path watchdog reads a path's pending error (SO_ERROR) and its unread bytes (SIOCOUTQ) as it does
+// a TCP socket's (close-drain and unsolicited-message tests).
+#pragma once
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/recv_comm.h"
+#include "core/send_comm.h"
+#include "tcp/byte_stream.h"
+#include "tcp/socket.h"
+#include "tcp/stream_path.h"
+#include "tests/failover/socketpair_stream.h"
+
+namespace ff::testing {
+
+// A socketpair end that shows its descriptor, so the path watchdog reads its pending error
+// (SO_ERROR) as it does a TCP socket's: the way the reset is first seen in a job.
+class VisibleFdStream final : public ByteStream {
+ public:
+  explicit VisibleFdStream(int fd) : fd_(fd) {}
+  ~VisibleFdStream() override { close(fd_); }
+  ssize_t Send(const iovec* iov, int n) override { return tcp::SendSome(fd_, iov, n); }
+  ssize_t Recv(void* buf, size_t len) override { return tcp::RecvSome(fd_, buf, len); }
+  std::string Describe() const override { return "socketpair fd " + std::to_string(fd_); }
+  int fd() const override { return fd_; }
+
+ private:
+  int fd_;
+};
+
+struct FdPair {
+  std::unique_ptr<SendComm> send;
+  std::unique_ptr<RecvComm> recv;
+  std::vector<int> send_fds;
+};
+
+inline FdPair MakeFdPair(bool watchdog, CommOptions o = EagerOptions()) {
+  if (watchdog) o.path_stall_ms = 2000;  // the watchdog samples each path's pending error every 1 ms
+  FdPair p;
+  std::vector<std::unique_ptr<Path>> s, r;
+  for (int i = 0; i < 2; ++i) {
+    int fds[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    EXPECT_TRUE(tcp::SetNonBlocking(fds[0]).ok());
+    EXPECT_TRUE(tcp::SetNonBlocking(fds[1]).ok());
+    p.send_fds.push_back(fds[0]);
+    s.push_back(std::make_unique<StreamPath>(i, std::make_unique<VisibleFdStream>(fds[0])));
+    r.push_back(std::make_unique<StreamPath>(i, std::make_unique<VisibleFdStream>(fds[1])));
+  }
+  p.send = std::make_unique<SendComm>(std::move(s), o, "receiver");
+  p.recv = std::make_unique<RecvComm>(std::move(r), o, "sender");
+  return p;
+}
+
+}  // namespace ff::testing

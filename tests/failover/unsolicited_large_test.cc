@@ -1,0 +1,138 @@
+// Messages above the eager threshold that fit one chunk and the unsolicited budget leave before the
+// receiver has posted their buffer (the receiver stages them), yet complete only on the receiver's
+// acknowledgement; waiting for the receive to be posted is not an overdue acknowledgement (no
+// re-send, no warning); what exceeds the budget still waits for its descriptor. Over loopback TCP,
+// so the sender sees what a job sees: the peer's kernel acknowledges the early bytes at once.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/recv_comm.h"
+#include "core/send_comm.h"
+#include "tcp/socket.h"
+#include "tcp/stream_path.h"
+#include "tcp/tcp_stream.h"
+#include "tests/failover/socketpair_stream.h"
+
+namespace ff {
+namespace {
+
+struct TcpPair {
+  std::unique_ptr<SendComm> send;
+  std::unique_ptr<RecvComm> recv;
+};
+
+// Two loopback TCP connections (blocking connect and accept, then non-blocking).
+TcpPair MakeTcpPair(const CommOptions& o) {
+  TcpPair p;
+  std::vector<std::unique_ptr<Path>> s, r;
+  for (int i = 0; i < 2; ++i) {
+    const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(listen(lfd, 1), 0);
+    EXPECT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    const int cfd = socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_EQ(connect(cfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const int afd = accept(lfd, nullptr, nullptr);
+    EXPECT_GE(afd, 0);
+    close(lfd);
+    const int one = 1;
+    for (int fd : {cfd, afd}) {
+      EXPECT_EQ(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+      EXPECT_TRUE(tcp::SetNonBlocking(fd).ok());
+    }
+    s.push_back(std::make_unique<StreamPath>(i, std::make_unique<tcp::TcpStream>(tcp::Socket(cfd), "loopback send")));
+    r.push_back(std::make_unique<StreamPath>(i, std::make_unique<tcp::TcpStream>(tcp::Socket(afd), "loopback recv")));
+  }
+  p.send = std::make_unique<SendComm>(std::move(s), o, "receiver");
+  p.recv = std::make_unique<RecvComm>(std::move(r), o, "sender");
+  return p;
+}
+
+void Fill(std::vector<char>& b, int seed) {
+  for (size_t k = 0; k < b.size(); ++k) b[k] = static_cast<char>('a' + (seed * 11 + k) % 26);
+}
+
+// Posts one receive of `cap` bytes and progresses both ends until it and `sr` complete.
+void ReceiveAndComplete(TcpPair& p, std::vector<char>& rb, SendRequest* sr, const std::vector<char>& want) {
+  void* d = rb.data();
+  uint64_t cap = rb.size();
+  int tag = 9;
+  RecvRequest* rr = nullptr;
+  ASSERT_TRUE(p.recv->Irecv(1, &d, &cap, &tag, &rr).ok());
+  ASSERT_NE(rr, nullptr);
+  int rdone = 0, sdone = 0;
+  uint64_t size = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!(rdone && sdone) && std::chrono::steady_clock::now() < deadline) {
+    if (!rdone) {
+      ASSERT_TRUE(p.recv->Test(rr, &rdone, &size).ok()) << p.recv->error().message();
+    }
+    if (!sdone) {
+      ASSERT_TRUE(p.send->Test(sr, &sdone, nullptr).ok()) << p.send->error().message();
+    }
+  }
+  ASSERT_TRUE(rdone && sdone);
+  ASSERT_EQ(size, want.size());
+  ASSERT_TRUE(std::equal(want.begin(), want.end(), rb.begin()));
+}
+
+TEST(Unsolicited, AMessageAboveTheEagerThresholdGoesEarlyAndCompletesOnlyOnItsAcknowledgement) {
+  CommOptions o = testing::EagerOptions();  // eager up to 4 KiB, 512 KiB chunks
+  o.resend_timeout_ms = 20;                 // an acknowledgement counted overdue would re-send soon
+  TcpPair p = MakeTcpPair(o);
+  std::vector<char> msg(200 * 1024);  // above the eager threshold, within the 256 KiB budget
+  Fill(msg, 1);
+  SendRequest* sr = nullptr;
+  for (int tries = 0; sr == nullptr && tries < 1000; ++tries) ASSERT_TRUE(p.send->Isend(msg.data(), msg.size(), 9, nullptr, &sr).ok());
+  ASSERT_NE(sr, nullptr);
+  EXPECT_EQ(p.send->unsolicited_messages(), 1u) << "it waited for its descriptor";
+  EXPECT_EQ(p.send->eager_messages(), 0u);
+  // No receive posted for a while: the bytes wait in the receiver's kernel, which acknowledged them
+  // (nothing is in flight any more), and the sender holds the request.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    int done = 0;
+    ASSERT_TRUE(p.send->Test(sr, &done, nullptr).ok());
+    ASSERT_EQ(done, 0) << "a message above the eager threshold completed before the receiver had posted it";
+    ASSERT_TRUE(p.recv->Progress().ok());
+    usleep(500);
+  }
+  EXPECT_EQ(p.send->resent_bytes(), 0u) << "a message whose receive was not posted yet counted as unacknowledged";
+  std::fill(msg.begin(), msg.end(), 0);  // not yet: the request is not complete, so msg must stay
+  Fill(msg, 1);
+  std::vector<char> rb(256 * 1024, 0);
+  ReceiveAndComplete(p, rb, sr, msg);
+  EXPECT_EQ(p.send->resent_bytes(), 0u);
+
+  // Beyond the budget (256 KiB): it waits for its descriptor, as before.
+  std::vector<char> big(300 * 1024);
+  Fill(big, 2);
+  SendRequest* br = nullptr;
+  for (int tries = 0; br == nullptr && tries < 1000; ++tries) ASSERT_TRUE(p.send->Isend(big.data(), big.size(), 9, nullptr, &br).ok());
+  ASSERT_NE(br, nullptr);
+  for (int i = 0; i < 50; ++i) {
+    int done = 0;
+    ASSERT_TRUE(p.send->Test(br, &done, nullptr).ok());
+    ASSERT_EQ(done, 0);
+    ASSERT_TRUE(p.recv->Progress().ok());
+  }
+  EXPECT_EQ(p.send->unsolicited_messages(), 1u) << "a message above the budget went before its descriptor";
+  std::vector<char> rb2(512 * 1024, 0);
+  ReceiveAndComplete(p, rb2, br, big);
+}
+
+}  // namespace
+}  // namespace ff
