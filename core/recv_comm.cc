@@ -638,7 +638,15 @@ Status RecvComm::Progress() {
   // (kDataFlagAckNow) when its ring runs low, and closes once its peer's transport holds everything.
   // So an acknowledgement held back here rides the next descriptor frame - in a ping-pong, after the
   // caller's own reply has left - instead of costing a system call on the message's critical path.
-  if (cum_done_ > acked_ && (ack_now_ || cum_done_ - acked_ >= opts_.ack_batch ||
+  // A message whose sender waits on its acknowledgement (kDataFlagAckNow: not eager, or its ring
+  // running low) is acknowledged at once when it leaves nothing posted: the application may call
+  // nothing more here for a while. While receives are posted behind it, the application keeps
+  // calling in, so the acknowledgement waits for up to kAckNowBatch messages (or the delay): a
+  // stream of messages above the eager threshold cost one control frame - a system call at each
+  // end - per message. The sender's window still moves: one cumulative acknowledgement completes
+  // the batch.
+  const bool ack_due = ack_now_ && (cum_done_ >= next_post_seq_ || cum_done_ - acked_ >= kAckNowBatch);
+  if (cum_done_ > acked_ && (ack_due || cum_done_ - acked_ >= opts_.ack_batch ||
                               ack_now - std::min(ack_now, done_since_ns_) >= delay_ns))
     send = true;
   // An acknowledgement that leaves nothing posted may be the last this receiver sends for a long

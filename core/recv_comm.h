@@ -82,6 +82,7 @@ class RecvComm final : public Comm {
   uint64_t posted_since_ns_ = 0;  // when next_post_seq_ first moved past credit_sent_
   static constexpr uint64_t kDescLowWater = 4;  // publish at once when the sender holds fewer
   static constexpr uint64_t kDescBatch = 4;
+  static constexpr uint64_t kAckNowBatch = 4;  // see Progress: acknowledgements a waiting sender gets
   static constexpr uint64_t kDescBatchTiny = kMaxUnsolicitedMsgs / 2;
   int last_rx_path_ = -1;       // path that last delivered a data frame
   bool ack_all_paths_ = false;  // a duplicate arrived: the next acknowledgement goes on every path

@@ -22,6 +22,12 @@ struct CommPair {
   std::unique_ptr<RecvComm> recv;
   std::vector<std::shared_ptr<bool>> cuts;       // *cuts[i] = true cuts path i at both ends
   std::vector<std::shared_ptr<int>> writes_out;  // writes by the sender's end of each path
+  std::vector<std::shared_ptr<int>> writes_back;  // writes by the receiver's end (its control frames)
+  int receiver_writes() const {
+    int n = 0;
+    for (const auto& w : writes_back) n += *w;
+    return n;
+  }
   int writes() const {
     int n = 0;
     for (const auto& w : writes_out) n += *w;
@@ -43,10 +49,12 @@ inline CommPair MakeCommPair(int npaths, const CommOptions& opts, int sndbuf0 = 
     }
     auto cut = std::make_shared<bool>(false);
     auto writes = std::make_shared<int>(0);
+    auto back = std::make_shared<int>(0);
     p.cuts.push_back(cut);
     p.writes_out.push_back(writes);
+    p.writes_back.push_back(back);
     s.push_back(std::make_unique<StreamPath>(i, std::make_unique<CuttableStream>(fds[0], cut, writes)));
-    r.push_back(std::make_unique<StreamPath>(i, std::make_unique<CuttableStream>(fds[1], cut)));
+    r.push_back(std::make_unique<StreamPath>(i, std::make_unique<CuttableStream>(fds[1], cut, back)));
   }
   p.send = std::make_unique<SendComm>(std::move(s), opts, "receiver");
   p.recv = std::make_unique<RecvComm>(std::move(r), opts, "sender");

@@ -1,0 +1,115 @@
+// Acknowledgements of messages whose sender waits on them (above the eager threshold): at once when
+// the message leaves nothing posted, batched while receives are posted behind it - a stream of such
+// messages no longer costs a control frame per message - and never held past the delay while the
+// receiver's application keeps calling in.
+#include <unistd.h>
+
+#include <chrono>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/recv_comm.h"
+#include "core/send_comm.h"
+#include "tests/failover/socketpair_pair.h"
+#include "tests/failover/socketpair_stream.h"
+
+namespace ff {
+namespace {
+
+constexpr size_t kSize = 64 * 1024;  // above EagerOptions' 4 KiB: completes on its acknowledgement
+
+RecvRequest* Post(RecvComm& rc, std::vector<char>& buf) {
+  void* d = buf.data();
+  uint64_t cap = buf.size();
+  int tag = 2;
+  RecvRequest* r = nullptr;
+  EXPECT_TRUE(rc.Irecv(1, &d, &cap, &tag, &r).ok());
+  return r;
+}
+
+TEST(AckBatching, AStreamOfMessagesTheSenderWaitsOnIsAcknowledgedInBatches) {
+  constexpr int kMsgs = 16;
+  testing::CommPair p = testing::MakeCommPair(1, testing::EagerOptions());
+  std::vector<std::vector<char>> rbuf(kMsgs, std::vector<char>(kSize));
+  std::vector<RecvRequest*> rreq(kMsgs);
+  for (int i = 0; i < kMsgs; ++i) ASSERT_NE(rreq[i] = Post(*p.recv, rbuf[i]), nullptr);
+  // Every descriptor reaches the sender first.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(p.recv->Progress().ok());
+    ASSERT_TRUE(p.send->Progress().ok());
+    usleep(200);
+  }
+  std::vector<char> sbuf(kSize, 'm');
+  std::vector<SendRequest*> sreq(kMsgs, nullptr);
+  const int before = p.receiver_writes();
+  // One message at a time, each received before the next leaves: the receiver's application tests
+  // its oldest receive, as NCCL's proxy does.
+  for (int i = 0; i < kMsgs; ++i) {
+    for (int tries = 0; sreq[i] == nullptr && tries < 1000; ++tries)
+      ASSERT_TRUE(p.send->Isend(sbuf.data(), kSize, 2, nullptr, &sreq[i]).ok());
+    ASSERT_NE(sreq[i], nullptr);
+    int done = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+      ASSERT_TRUE(p.send->Progress().ok());
+      ASSERT_TRUE(p.recv->Test(rreq[i], &done, nullptr).ok());
+    }
+    ASSERT_TRUE(done) << "message " << i;
+  }
+  const int acks = p.receiver_writes() - before;
+  // Without batching: a frame per message (16). With it: one per 4 messages, plus any the delay
+  // released on a slow host - never one per message.
+  EXPECT_LE(acks, kMsgs / 2) << "control frames for " << kMsgs << " messages";
+  EXPECT_GE(acks, 1);
+  // The last one left nothing posted: acknowledged at once, so every send completes now.
+  int completed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  std::vector<int> sdone(kMsgs, 0);
+  while (completed < kMsgs && std::chrono::steady_clock::now() < deadline)
+    for (int i = 0; i < kMsgs; ++i) {
+      if (sdone[i]) continue;
+      ASSERT_TRUE(p.send->Test(sreq[i], &sdone[i], nullptr).ok());
+      completed += sdone[i];
+    }
+  EXPECT_EQ(completed, kMsgs);
+}
+
+TEST(AckBatching, AHeldAcknowledgementLeavesWithinTheDelayWhileTheReceiverIsCalled) {
+  CommOptions o = testing::EagerOptions();
+  o.ack_delay_us = 2000;
+  testing::CommPair p = testing::MakeCommPair(1, o);
+  std::vector<char> a(kSize), b(kSize);
+  RecvRequest* ra = Post(*p.recv, a);
+  RecvRequest* rb = Post(*p.recv, b);  // posted behind it: the acknowledgement of the first may wait
+  ASSERT_NE(ra, nullptr);
+  ASSERT_NE(rb, nullptr);
+  std::vector<char> sbuf(kSize, 'h');
+  SendRequest* sr = nullptr;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (sr == nullptr && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(p.recv->Progress().ok());
+    ASSERT_TRUE(p.send->Isend(sbuf.data(), kSize, 2, nullptr, &sr).ok());
+  }
+  ASSERT_NE(sr, nullptr);
+  int rdone = 0;
+  while (!rdone && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(p.send->Progress().ok());
+    ASSERT_TRUE(p.recv->Test(ra, &rdone, nullptr).ok());
+  }
+  ASSERT_TRUE(rdone);
+  // Only the second receive's test() runs on the receiver (its message never comes).
+  const auto received = std::chrono::steady_clock::now();
+  int sdone = 0, unused = 0;
+  while (!sdone && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(p.recv->Test(rb, &unused, nullptr).ok());
+    ASSERT_TRUE(p.send->Test(sr, &sdone, nullptr).ok());
+  }
+  ASSERT_TRUE(sdone) << "the acknowledgement was held while the receiver kept calling in";
+  const double waited_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - received).count();
+  EXPECT_LT(waited_ms, 1000.0) << "held far past the 2 ms delay";
+}
+
+}  // namespace
+}  // namespace ff
