@@ -75,7 +75,8 @@ const std::vector<KnobSpec> kSpecs = {
      "written at once"},
     {"FLEXIFORCE_ACK_BATCH", KnobType::kInt, "16", 1, 1024,
      "the receiver acknowledges eager messages at most once per this many (or FLEXIFORCE_ACK_DELAY_US); "
-     "messages whose sender waits are acknowledged at once"},
+     "messages whose sender waits are acknowledged once per 4 while receives are posted behind them, at "
+     "once when none is"},
     {"FLEXIFORCE_ACK_DELAY_US", KnobType::kInt, "100", 0, 1000000,
      "longest time the receiver holds a batched acknowledgement or posted-buffer descriptors"},
     {"FLEXIFORCE_DUAL_PATH_MS", KnobType::kInt, "0", 0, 600000,
