@@ -19,14 +19,7 @@ namespace {
 
 constexpr size_t kSize = 64 * 1024;  // above EagerOptions' 4 KiB: completes on its acknowledgement
 
-RecvRequest* Post(RecvComm& rc, std::vector<char>& buf) {
-  void* d = buf.data();
-  uint64_t cap = buf.size();
-  int tag = 2;
-  RecvRequest* r = nullptr;
-  EXPECT_TRUE(rc.Irecv(1, &d, &cap, &tag, &r).ok());
-  return r;
-}
+RecvRequest* Post(RecvComm& rc, std::vector<char>& buf) { return testing::PostRecv(rc, buf, 2); }
 
 TEST(AckBatching, AStreamOfMessagesTheSenderWaitsOnIsAcknowledgedInBatches) {
   constexpr int kMsgs = 16;

@@ -32,13 +32,7 @@ TEST(CloseDrain, APeerThatResetsAfterItHadEverythingIsAnOrderlyClose) {
     testing::FdPair p = testing::MakeFdPair(watchdog);
     std::vector<std::vector<char>> rbuf(kMsgs, std::vector<char>(4096, 0));
     std::vector<RecvRequest*> rreq(kMsgs, nullptr);
-    for (int i = 0; i < kMsgs; ++i) {
-      void* d = rbuf[i].data();
-      uint64_t cap = rbuf[i].size();
-      int tag = 3;
-      ASSERT_TRUE(p.recv->Irecv(1, &d, &cap, &tag, &rreq[i]).ok());
-      ASSERT_NE(rreq[i], nullptr);
-    }
+    for (int i = 0; i < kMsgs; ++i) ASSERT_NE(rreq[i] = testing::PostRecv(*p.recv, rbuf[i], 3), nullptr);
     ASSERT_TRUE(p.recv->Progress().ok());
     std::vector<char> sbuf(kSize);
     for (int i = 0; i < kMsgs; ++i) {

@@ -21,21 +21,6 @@
 
 namespace ff::testing {
 
-// A socketpair end that shows its descriptor, so the path watchdog reads its pending error
-// (SO_ERROR) as it does a TCP socket's: the way the reset is first seen in a job.
-class VisibleFdStream final : public ByteStream {
- public:
-  explicit VisibleFdStream(int fd) : fd_(fd) {}
-  ~VisibleFdStream() override { close(fd_); }
-  ssize_t Send(const iovec* iov, int n) override { return tcp::SendSome(fd_, iov, n); }
-  ssize_t Recv(void* buf, size_t len) override { return tcp::RecvSome(fd_, buf, len); }
-  std::string Describe() const override { return "socketpair fd " + std::to_string(fd_); }
-  int fd() const override { return fd_; }
-
- private:
-  int fd_;
-};
-
 struct FdPair {
   std::unique_ptr<SendComm> send;
   std::unique_ptr<RecvComm> recv;
@@ -52,8 +37,8 @@ inline FdPair MakeFdPair(bool watchdog, CommOptions o = EagerOptions()) {
     EXPECT_TRUE(tcp::SetNonBlocking(fds[0]).ok());
     EXPECT_TRUE(tcp::SetNonBlocking(fds[1]).ok());
     p.send_fds.push_back(fds[0]);
-    s.push_back(std::make_unique<StreamPath>(i, std::make_unique<VisibleFdStream>(fds[0])));
-    r.push_back(std::make_unique<StreamPath>(i, std::make_unique<VisibleFdStream>(fds[1])));
+    s.push_back(std::make_unique<StreamPath>(i, std::make_unique<FdStream>(fds[0], true)));
+    r.push_back(std::make_unique<StreamPath>(i, std::make_unique<FdStream>(fds[1], true)));
   }
   p.send = std::make_unique<SendComm>(std::move(s), o, "receiver");
   p.recv = std::make_unique<RecvComm>(std::move(r), o, "sender");

@@ -1,5 +1,6 @@
-// Helpers for communicator tests over socketpairs: a ByteStream over one end (no TCP_INFO: fd() is
-// -1; it owns and closes the descriptor) and the options of a communicator with eager sends.
+// Helpers for communicator tests over socketpairs: a ByteStream over one end (it owns and closes the
+// descriptor; fd() is -1, so no TCP_INFO or SO_ERROR is read, unless made visible) and the options of
+// a communicator with eager sends.
 #pragma once
 
 #include <sys/uio.h>
@@ -8,8 +9,12 @@
 #include <cerrno>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/comm.h"
+#include "core/recv_comm.h"
 #include "tcp/byte_stream.h"
 #include "tcp/socket.h"
 
@@ -17,15 +22,18 @@ namespace ff::testing {
 
 class FdStream final : public ByteStream {
  public:
-  explicit FdStream(int fd) : fd_(fd) {}
+  // visible: fd() shows the descriptor, so the path watchdog reads its pending error (SO_ERROR) and
+  // unsent bytes (SIOCOUTQ) as it does a TCP socket's.
+  explicit FdStream(int fd, bool visible = false) : fd_(fd), visible_(visible) {}
   ~FdStream() override { close(fd_); }
   ssize_t Send(const iovec* iov, int n) override { return tcp::SendSome(fd_, iov, n); }
   ssize_t Recv(void* buf, size_t len) override { return tcp::RecvSome(fd_, buf, len); }
   std::string Describe() const override { return "socketpair fd " + std::to_string(fd_); }
-  int fd() const override { return -1; }
+  int fd() const override { return visible_ ? fd_ : -1; }
 
  private:
   int fd_;
+  bool visible_;
 };
 
 // A stream over one end of a socketpair that the test can cut: after *cut is set every call fails as
@@ -70,6 +78,16 @@ inline CommOptions EagerOptions() {
   o.eager_bytes = 4096;
   o.eager_ring_bytes = 1 << 20;
   return o;
+}
+
+// Posts one receive of the whole buffer with `tag`; the request, or nullptr (and a test failure).
+inline RecvRequest* PostRecv(RecvComm& rc, std::vector<char>& buf, int tag) {
+  void* d = buf.data();
+  uint64_t cap = buf.size();
+  RecvRequest* r = nullptr;
+  EXPECT_TRUE(rc.Irecv(1, &d, &cap, &tag, &r).ok());
+  EXPECT_NE(r, nullptr);
+  return r;
 }
 
 }  // namespace ff::testing

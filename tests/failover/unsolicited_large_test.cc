@@ -67,11 +67,7 @@ void Fill(std::vector<char>& b, int seed) {
 
 // Posts one receive of `cap` bytes and progresses both ends until it and `sr` complete.
 void ReceiveAndComplete(TcpPair& p, std::vector<char>& rb, SendRequest* sr, const std::vector<char>& want) {
-  void* d = rb.data();
-  uint64_t cap = rb.size();
-  int tag = 9;
-  RecvRequest* rr = nullptr;
-  ASSERT_TRUE(p.recv->Irecv(1, &d, &cap, &tag, &rr).ok());
+  RecvRequest* rr = testing::PostRecv(*p.recv, rb, 9);
   ASSERT_NE(rr, nullptr);
   int rdone = 0, sdone = 0;
   uint64_t size = 0;
