@@ -24,7 +24,7 @@ def parse_bytes(s):
     return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
 
 
-def run_once(binary, state, backend, size, iters, streams, pin=False):
+def run_once(binary, state, backend, size, iters, streams, pin=False, test_all=False):
     st = json.load(open(state))
     hosts = [n for n in st["nodes"] if n["kind"] == "host"]
     nic0 = {n["host"]: n for n in st["nics"] if n["rail"] == 0}
@@ -36,7 +36,7 @@ def run_once(binary, state, backend, size, iters, streams, pin=False):
         cmd = ["ip", "netns", "exec", h["netns"]] + taskset + [binary, "--rank", str(rank), "--nranks", str(len(hosts)),
                "--rendezvous", f"{root_ip}:{PORT}", "--bind-ip", nic0[h["id"]]["ip"], "--coll", "allreduce",
                "--min-bytes", str(size), "--max-bytes", str(size), "--iters", str(iters), "--warmup", "1",
-               "--backend", backend, "--raw-streams", str(streams), "--json", "--timeout-s", "300"]
+               "--backend", backend, "--raw-streams", str(streams), "--json", "--timeout-s", "300"] + (["--test-all"] if test_all else [])
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL))
     out = procs[0].communicate()[0]
     codes = [procs[0].returncode] + [p.wait() for p in procs[1:]]
@@ -51,8 +51,8 @@ def inside(args):
     size = parse_bytes(args.min_bytes)
     while size <= parse_bytes(args.max_bytes):
         iters = args.iters or max(3, min(20, (64 << 20) // size))
-        plugin = run_once(args.binary, state, "plugin", size, iters, args.streams, args.pin)
-        raw = run_once(args.binary, state, "raw", size, iters, args.streams, args.pin)
+        plugin = run_once(args.binary, state, "plugin", size, iters, args.streams, args.pin, args.test_all)
+        raw = run_once(args.binary, state, "raw", size, iters, args.streams, args.pin, args.test_all)
         rows.append({"bytes": size, "iters": iters, "plugin_busbw_gbps": plugin, "raw_busbw_gbps": raw,
                      "ratio": plugin / raw if raw else None})
         if not args.json:
@@ -74,6 +74,9 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--pin", action="store_true",
                     help="run rank r on CPU r mod ncpu (taskset), the same placement for both backends")
+    ap.add_argument("--test-all", action="store_true",
+                    help="the driver tests every outstanding request each pass (default: the oldest of each "
+                         "direction, as NCCL's proxy does)")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.binary = os.path.abspath(args.binary)

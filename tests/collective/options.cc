@@ -78,6 +78,9 @@ Options ParseOptions(int argc, char** argv) {
   app.add_option("--steps-in-flight", o.window, "Steps in flight per peer and direction (NCCL_STEPS = 8)")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
+  app.add_flag("--test-all", o.test_all,
+               "Test every outstanding send and receive on each pass (default: only the oldest of each direction, "
+               "as NCCL's proxy does; the plugin then has to make all its progress in that one call)");
   app.add_option("--iters", o.iters, "Timed iterations per size")->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--warmup", o.warmup, "Untimed, individually checked iterations per size")
       ->check(CLI::Range(0, 1000000))
@@ -195,6 +198,7 @@ std::vector<std::string> RankArguments(const Options& o, int rank, int nranks, c
                                 "--plugin", o.plugin_path,
                                 "--dev", std::to_string(o.dev_cycle > 0 ? (o.dev + rank * o.dev_step) % o.dev_cycle : o.dev),
                                 "--timeout-s", std::to_string(o.timeout_s)};
+  if (o.test_all) a.push_back("--test-all");
   if (!o.bind_ip.empty()) a.insert(a.end(), {"--bind-ip", o.bind_ip});
   if (rendezvous_fd >= 0) a.insert(a.end(), {"--rendezvous-fd", std::to_string(rendezvous_fd)});
   if (o.json) a.push_back("--json");

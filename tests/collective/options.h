@@ -29,6 +29,9 @@ struct Options {
   size_t max_bytes = 16u << 20;
   size_t step_bytes = 512u << 10;
   int window = 8;
+  // Each pass tests only the oldest outstanding send and receive, as NCCL's proxy does (it tests the
+  // request of the next step to complete, then moves on); --test-all tests every outstanding one.
+  bool test_all = false;
   int iters = 10;
   int warmup = 2;
   int root = 0;

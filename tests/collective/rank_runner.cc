@@ -117,7 +117,7 @@ int RunRank(const Options& o) {
     eb.staging_region = transport->RegisterBuffer(eb.staging, staging.size);
     // Rank 1 always receives in all three ring collectives (root 0 aside, it is downstream of someone).
     const bool corrupt_here = o.inject_corruption && o.rank == (o.root + 1) % o.nranks;
-    StepEngine engine(*transport, ctx, eb, o.window, o.dtype, corrupt_here);
+    StepEngine engine(*transport, ctx, eb, o.window, o.dtype, corrupt_here, o.test_all);
 
     RunInfo info{o.nranks, BackendName(o.backend), transport->Describe(), DataTypeName(o.dtype),
                  slot, o.window, o.iters, o.warmup};

@@ -33,9 +33,10 @@ struct Traffic {
 class StepEngine {
  public:
   // window: steps in flight per direction (NCCL_STEPS is 8); corrupt: flip a bit in the
-  // first non-empty received step (to prove the checker catches a wrong result).
+  // first non-empty received step (to prove the checker catches a wrong result); test_all: test every
+  // outstanding request each pass instead of only the oldest of each direction (NCCL's proxy).
   StepEngine(RingTransport& transport, AbortContext& ctx, const EngineBuffers& buffers, int window, DataType dtype,
-             bool corrupt);
+             bool corrupt, bool test_all = false);
 
   // Runs one collective to completion; throws DriverError naming the step on failure or timeout.
   void Run(const RingSchedule& schedule);
@@ -51,6 +52,7 @@ class StepEngine {
   int window_;
   DataType dtype_;
   bool corrupt_;
+  bool test_all_;
   Traffic traffic_;
 };
 
