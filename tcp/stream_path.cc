@@ -125,7 +125,9 @@ bool StreamPath::FillStaging(PumpResult* result, bool* drained) {
     wpos_ -= rpos_;
     rpos_ = 0;
   }
-  const size_t room = kStagingBytes - wpos_;
+  size_t room = kStagingBytes - wpos_;
+  if (header_only_read_ && !have_header_ && wpos_ - rpos_ < sizeof(FrameHeader))
+    room = std::min(room, sizeof(FrameHeader) - (wpos_ - rpos_));
   ssize_t r = stream_->Recv(staging_.get() + wpos_, room);
   if (r > 0) {
     *drained = static_cast<size_t>(r) < room;
@@ -178,12 +180,14 @@ PumpResult StreamPath::PollFrames(FrameSink& sink, int* frames_out) {
       if (v == HeaderVerdict::kReject) return PumpResult::kRejected;
       rpos_ += sizeof(FrameHeader);
       have_header_ = true;
+      header_only_read_ = false;  // a small payload is read with what follows it
       rx_dest_ = dest;
       rx_got_ = 0;
     }
     uint32_t remaining = rx_hdr_.length - rx_got_;
     if (remaining == 0) {
       have_header_ = false;
+      header_only_read_ = rx_hdr_.length >= kDirectReadMin;
       sink.OnFrameComplete(*this, rx_hdr_);
       if (++frames >= kMaxFramesPerPoll) return PumpResult::kIdle;
       continue;

@@ -62,7 +62,8 @@ class StreamPath final : public Path {
     uint32_t sent;  // bytes of header+payload already written
   };
 
-  // One read into staging; *drained: it returned less than there was room for.
+  // One read into staging (a header's worth only after a large payload); *drained: it returned less
+  // than it asked for.
   bool FillStaging(PumpResult* result, bool* drained);
   PumpResult PollFrames(FrameSink& sink, int* frames);
 
@@ -80,6 +81,10 @@ class StreamPath final : public Path {
   size_t rpos_ = 0;
   size_t wpos_ = 0;
   bool have_header_ = false;
+  // The last frame's payload was large (read straight into its buffer, kDirectReadMin or more): the
+  // next staging read asks for one header only. A stream of large chunks mostly continues with
+  // another, and whatever of its payload a full staging read took in would be copied once more.
+  bool header_only_read_ = false;
   FrameHeader rx_hdr_{};
   char* rx_dest_ = nullptr;
   uint32_t rx_got_ = 0;
