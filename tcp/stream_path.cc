@@ -187,7 +187,7 @@ PumpResult StreamPath::PollFrames(FrameSink& sink, int* frames_out) {
     uint32_t remaining = rx_hdr_.length - rx_got_;
     if (remaining == 0) {
       have_header_ = false;
-      header_only_read_ = rx_hdr_.length >= kDirectReadMin;
+      header_only_read_ = rx_hdr_.length >= kHeaderFirstMin;
       sink.OnFrameComplete(*this, rx_hdr_);
       if (++frames >= kMaxFramesPerPoll) return PumpResult::kIdle;
       continue;

@@ -52,9 +52,10 @@ class ScriptedStream final : public ByteStream {
   ssize_t Recv(void* buf, size_t len) override {
     size_t n = std::min(len, bytes_.size() - pos_);
     if (!caps_.empty()) {
-      const size_t cap = caps_[reads_++ % caps_.size()];
+      const size_t cap = caps_[reads_ % caps_.size()];
       if (cap != 0) n = std::min(n, cap);
     }
+    ++reads_;
     if (n == 0) return 0;  // would block
     std::memcpy(buf, bytes_.data() + pos_, n);
     pos_ += n;
@@ -63,6 +64,7 @@ class ScriptedStream final : public ByteStream {
     return static_cast<ssize_t>(n);
   }
   std::string Describe() const override { return "scripted"; }
+  size_t reads() const { return reads_; }
   int fd() const override { return -1; }
 
  private:
@@ -136,6 +138,22 @@ TEST(StreamPathCopy, BackToBackLargeChunksAreNotReadThroughStaging) {
       << script.bytes.size() << " on the wire";
 }
 
+TEST(StreamPathCopy, MidSizedFramesTakeOneReadEach) {
+  // 16 KiB messages arriving one at a time (the reader keeps up with the writer): one read each. A
+  // header read first would double the system calls where a copy out of staging is cheaper
+  // (measured: 4.0 -> 2.5 GB/s).
+  std::vector<uint32_t> lens(64, static_cast<uint32_t>(16 * kKiB));
+  Script script(lens);
+  ArenaSink sink(script);
+  uint64_t staged = 0;
+  auto stream = std::make_unique<ScriptedStream>(script.bytes, std::vector<size_t>{sizeof(FrameHeader) + 16 * kKiB},
+                                                 sink.arena(), sink.arena_size(), &staged);
+  const ScriptedStream* s = stream.get();
+  StreamPath path(0, std::move(stream));
+  ASSERT_EQ(PollAll(path, sink, lens.size()), lens.size());
+  EXPECT_LE(s->reads(), lens.size() + lens.size() / 4) << "mid-sized frames were read one header at a time";
+}
+
 TEST(StreamPathCopy, MixedFramesArriveIntactWhateverTheReadSizes) {
   std::mt19937 rng(20261204);
   std::vector<uint32_t> pick = {0,
@@ -144,6 +162,8 @@ TEST(StreamPathCopy, MixedFramesArriveIntactWhateverTheReadSizes) {
                                 static_cast<uint32_t>(StreamPath::kDirectReadMin - 1),
                                 static_cast<uint32_t>(StreamPath::kDirectReadMin),
                                 static_cast<uint32_t>(20 * kKiB),
+                                static_cast<uint32_t>(StreamPath::kHeaderFirstMin - 1),
+                                static_cast<uint32_t>(StreamPath::kHeaderFirstMin),
                                 static_cast<uint32_t>(256 * kKiB),
                                 static_cast<uint32_t>(512 * kKiB)};
   std::vector<uint32_t> lens;
