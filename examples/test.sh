@@ -14,7 +14,7 @@ if [ "${FF_BUILD_ONLY:-0}" = 1 ]; then
   [ "${FF_SKIP_SANITIZERS:-0}" != 1 ] &&
     FF_BUILD_DIR=build-asan FF_CMAKE_ARGS="-DFF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" bash examples/setup.sh
   [ "${FF_SKIP_TSAN:-0}" != 1 ] &&
-    FF_BUILD_DIR=build-tsan FF_CMAKE_ARGS="-DFF_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" bash examples/setup.sh
+    FF_BUILD_DIR=build-tsan FF_CMAKE_ARGS="-DFF_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFF_LINE_TABLES_ONLY=ON" bash examples/setup.sh
   exit 0
 fi
 lane "plain tests"
@@ -41,7 +41,7 @@ if [ "${FF_SKIP_TSAN:-0}" != 1 ]; then
   # is shared. Unit, conformance and loopback collective tests; the emulator's timing-bound
   # scenarios stay in the plain and ASan lanes.
   lane "TSan build"
-  FF_BUILD_DIR=build-tsan FF_CMAKE_ARGS="-DFF_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" bash examples/setup.sh
+  FF_BUILD_DIR=build-tsan FF_CMAKE_ARGS="-DFF_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFF_LINE_TABLES_ONLY=ON" bash examples/setup.sh
   lane "TSan tests"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 \

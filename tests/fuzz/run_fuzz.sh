@@ -7,6 +7,10 @@ if ! [[ "$secs" =~ ^[0-9]+$ ]] || [ "$secs" -lt 1 ]; then
   echo "usage: $0 SECONDS (a whole number of seconds per target, at least 1)" >&2
   exit 2
 fi
+# FF_FUZZ_JOBS (default: the CPUs this shell may use): compile jobs, and how many targets fuzz side by
+# side. Each target still gets its SECONDS; the runs take about SECONDS x targets / FF_FUZZ_JOBS.
+jobs="${FF_FUZZ_JOBS:-$(nproc)}"
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "run_fuzz: FF_FUZZ_JOBS must be a positive whole number, got '$jobs'" >&2; exit 2; }
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/tests/fuzz"
 build="$root/build-fuzz"
@@ -28,23 +32,35 @@ mkdir -p "$build"
 # Warnings are not errors here: this build exists to find crashes, with another compiler than CI's.
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFF_FUZZ=ON \
   -DFF_WERROR=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
-cmake --build "$build" -j"${FF_FUZZ_JOBS:-2}" --target "${targets[@]}"
+cmake --build "$build" -j"$jobs" --target "${targets[@]}"
 
+run_one() {
+  local t="$1" work="$build/fuzz-work/$1"
+  mkdir -p "$work/corpus" "$work/artifacts"
+  # New inputs go to a scratch corpus; the committed seeds are read only. A crash leaves
+  # crash-<sha1> under artifacts/: replay it with "$build/bin/$t <file>".
+  local rc=0
+  "$build/bin/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+    -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/corpus" "$here/corpus/$t" \
+    >"$work/log" 2>&1 || rc=$?
+  echo "$rc" >"$work/rc"
+}
+for t in "${targets[@]}"; do
+  rm -f "$build/fuzz-work/$t/rc"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  echo "== $t: ${secs} s (seeds: tests/fuzz/corpus/$t)"
+  run_one "$t" &
+done
+wait
 failed=0
 for t in "${targets[@]}"; do
   work="$build/fuzz-work/$t"
-  mkdir -p "$work/corpus" "$work/artifacts"
-  echo "== $t: ${secs} s (seeds: tests/fuzz/corpus/$t)"
-  # New inputs go to a scratch corpus; the committed seeds are read only. A crash leaves
-  # crash-<sha1> under artifacts/: replay it with "$build/bin/$t <file>".
-  if ! "$build/bin/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-      -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/corpus" "$here/corpus/$t" \
-      >"$work/log" 2>&1; then
+  if [ "$(cat "$work/rc" 2>/dev/null)" != 0 ]; then
     echo "$t: FAILED - see $work/log and $work/artifacts/"
     tail -40 "$work/log"
     failed=1
   else
-    grep -E "^stat::number_of_executed_runs|^#[0-9]+.*DONE" "$work/log" | tail -2 || true
+    echo "$t: ok, $(grep -E "^stat::number_of_executed_units" "$work/log" | tail -1 | tr -s " ")"
   fi
 done
 exit "$failed"
