@@ -616,6 +616,7 @@ void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
                      " never sent"));
     return;
   }
+  const uint64_t credit_before_ack = credit_;
   for (uint32_t i = 0; i < a.descriptors; ++i) {
     const RecvDescriptor& x = d[i];
     // A descriptor of an acknowledged message still matters while a later message of its group is
@@ -633,6 +634,11 @@ void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
     desc_seq_[slot] = x.seq + 1;
   }
   while (desc_seq_[credit_ % kDescWindow] == credit_ + 1) ++credit_;
+  // The acknowledgement clock of a message sent before its receive was posted starts when its
+  // descriptor arrives, not at the last call that found nothing owed: a caller that was away for a
+  // while (or a descheduled thread) would otherwise find the timeout expired at once and re-send
+  // what the receiver is only now reading.
+  if (acked_seq_ >= credit_before_ack && acked_seq_ < credit_) ack_clock_restart_ = true;
   ++acks_received_;
   if (a.cum_done <= acked_seq_) return;
   uint64_t now = 0;  // read for the first message counted here (eager ones were counted at completion)
@@ -748,7 +754,8 @@ void SendComm::ProbeCredit(uint64_t now_ns) {
 void SendComm::CheckAckTimeout(uint64_t now_ns) {
   if (inflight_count() > 0) ProbeCredit(now_ns);
   if (opts_.resend_timeout_ms == 0 || inflight_count() == 0) return;
-  if (acked_seq_ != ack_seen_ || acked_seq_ >= credit_) {
+  if (ack_clock_restart_ || acked_seq_ != ack_seen_ || acked_seq_ >= credit_) {
+    ack_clock_restart_ = false;
     // Progress, or nothing owed yet: the oldest message owed went before its receive was posted
     // (unsolicited), and a receiver that has not posted it cannot acknowledge it. The clock starts
     // once its descriptor is here (ProbeCredit above asks again for descriptors that went missing).

@@ -35,6 +35,7 @@ class SendComm final : public Comm {
 
   uint64_t unacked_messages() const { return next_seq_ - acked_seq_; }
   uint64_t resent_bytes() const { return resent_bytes_; }
+  uint64_t timeout_resends() const { return timeout_resends_; }
   uint64_t eager_messages() const { return eager_messages_; }
   uint64_t unsolicited_messages() const { return unsolicited_messages_; }
 
@@ -140,6 +141,7 @@ class SendComm final : public Comm {
   // Acknowledgement timeout: last time the cumulative ack moved (or sending started).
   uint64_t ack_progress_ns_ = 0;
   uint64_t ack_seen_ = 0;
+  bool ack_clock_restart_ = false;  // a descriptor made a message owed: its clock starts now
   uint64_t timeout_resends_ = 0;
   uint32_t timeout_streak_ = 0;
   bool stuck_reported_ = false;
