@@ -65,11 +65,11 @@ void Fill(std::vector<char>& b, int seed) {
   for (size_t k = 0; k < b.size(); ++k) b[k] = static_cast<char>('a' + (seed * 11 + k) % 26);
 }
 
-// Posts one receive of `cap` bytes and progresses both ends until it and `sr` complete.
-void ReceiveAndComplete(TcpPair& p, std::vector<char>& rb, SendRequest* sr, const std::vector<char>& want) {
-  RecvRequest* rr = testing::PostRecv(*p.recv, rb, 9);
-  ASSERT_NE(rr, nullptr);
-  int rdone = 0, sdone = 0;
+// Progresses both ends until the posted receive `rr` (into `rb`) and `sr` complete; checks the bytes.
+// `sdone`: the send already completed (its request is released and must not be tested again).
+void CompleteBoth(TcpPair& p, RecvRequest* rr, std::vector<char>& rb, SendRequest* sr, const std::vector<char>& want,
+                  int sdone = 0) {
+  int rdone = 0;
   uint64_t size = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (!(rdone && sdone) && std::chrono::steady_clock::now() < deadline) {
@@ -83,6 +83,13 @@ void ReceiveAndComplete(TcpPair& p, std::vector<char>& rb, SendRequest* sr, cons
   ASSERT_TRUE(rdone && sdone);
   ASSERT_EQ(size, want.size());
   ASSERT_TRUE(std::equal(want.begin(), want.end(), rb.begin()));
+}
+
+// Posts one receive into `rb` and progresses both ends until it and `sr` complete.
+void ReceiveAndComplete(TcpPair& p, std::vector<char>& rb, SendRequest* sr, const std::vector<char>& want) {
+  RecvRequest* rr = testing::PostRecv(*p.recv, rb, 9);
+  ASSERT_NE(rr, nullptr);
+  CompleteBoth(p, rr, rb, sr, want);
 }
 
 TEST(Unsolicited, AMessageAboveTheEagerThresholdGoesEarlyAndCompletesOnlyOnItsAcknowledgement) {
@@ -156,20 +163,7 @@ TEST(Unsolicited, TheAcknowledgementClockStartsWhenTheDescriptorArrives) {
   ASSERT_TRUE(p.recv->Progress().ok());
   ASSERT_TRUE(p.send->Test(br, &sdone, nullptr).ok());  // reads the descriptor, sends the message
   EXPECT_EQ(p.send->timeout_resends(), 0u) << "the clock ran from before the descriptor arrived";
-  int rdone = 0;
-  uint64_t size = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!(rdone && sdone) && std::chrono::steady_clock::now() < deadline) {
-    if (!rdone) {
-      ASSERT_TRUE(p.recv->Test(rr, &rdone, &size).ok()) << p.recv->error().message();
-    }
-    if (!sdone) {
-      ASSERT_TRUE(p.send->Test(br, &sdone, nullptr).ok()) << p.send->error().message();
-    }
-  }
-  ASSERT_TRUE(rdone && sdone);
-  ASSERT_EQ(size, big.size());
-  EXPECT_TRUE(std::equal(big.begin(), big.end(), rb.begin()));
+  CompleteBoth(p, rr, rb, br, big, sdone);
   EXPECT_EQ(p.send->timeout_resends(), 0u);
   EXPECT_EQ(p.send->resent_bytes(), 0u);
 }
