@@ -75,10 +75,18 @@ bool PathWatchdog::Judge(int path, const PathSample& tp, uint64_t now_ns, PathFa
   // which a live receiver acknowledges at once, count as evidence.
   // A silence that ends in progress was a healthy delay (a busy host, a descheduled softirq): it
   // tells the relative rule how long this host's acknowledgements can lag without a fault.
-  // Only a silence watched sample by sample counts: after a pause of this thread the gap is unknown.
+  // Watched sample by sample, the gap ended by now (late by at most one spacing). After a pause of
+  // this thread - a busy sender spends 3-10 ms in one sendmsg on loopback, which is when such gaps
+  // happen - only a lower bound is known: the previous sample still saw no acknowledgement of any
+  // kind since the silence began. Learning nothing there left the limit at its floor on exactly the
+  // hosts that need more.
   if (s.unacked >= 2 && tp.bytes_acked != s.bytes_acked && s.last_progress_ns != 0 && now_ns > s.last_progress_ns &&
-      s.last_sample_ns != 0 && now_ns - s.last_sample_ns <= kAckGapSampleSpacingNs)
-    NoteHealthyAckGap(now_ns - s.last_progress_ns, now_ns);
+      s.last_sample_ns != 0) {
+    if (now_ns - s.last_sample_ns <= kAckGapSampleSpacingNs)
+      NoteHealthyAckGap(now_ns - s.last_progress_ns, now_ns);
+    else if (s.last_sample_ns > s.last_progress_ns)
+      NoteHealthyAckGap(s.last_sample_ns - s.last_progress_ns, now_ns);
+  }
   s.last_sample_ns = now_ns;
   if (tp.unacked_segments < 2 || tp.bytes_acked != s.bytes_acked || s.last_progress_ns == 0) {
     s.last_progress_ns = now_ns;

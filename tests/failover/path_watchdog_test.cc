@@ -141,6 +141,27 @@ TEST(PathWatchdog, AGapBetweenSamplesIsNotTakenForAnAcknowledgementLag) {
   EXPECT_EQ(w.RelativeLimit(0, 1500 * kMs), 10 * kMs);
 }
 
+TEST(PathWatchdog, ASilenceAnEarlierSampleSawIsLearnedAfterAPauseOfThisThread) {
+  // A busy sender spends 3-10 ms in one sendmsg, so its samples are often further apart than
+  // kAckGapSampleSpacingNs - which is when healthy silences happen. The sample at 1008 ms saw 8 ms
+  // without any acknowledgement; progress found 8 ms later ends a silence of at least 8 ms.
+  PathWatchdog::ResetAckGapHistory();
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 8), 1008 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(0, Sample(50, 9000, 0), 1016 * kMs, &rep));
+  EXPECT_EQ(PathWatchdog::RecentAckGap(1016 * kMs), 8 * kMs);  // the lower bound, not the 16 ms span
+  EXPECT_EQ(w.RelativeLimit(0, 1016 * kMs), 24 * kMs);
+  // The same with the acknowledgement seen only a millisecond late: nothing to learn (under the floor).
+  PathWatchdog::ResetAckGapHistory();
+  PathWatchdog v(100 * kMs, false, 10 * kMs);
+  EXPECT_FALSE(v.Judge(0, Sample(50, 1000, 0), 2000 * kMs, &rep));
+  EXPECT_FALSE(v.Judge(0, Sample(50, 1000, 1), 2001 * kMs, &rep));
+  EXPECT_FALSE(v.Judge(0, Sample(50, 9000, 0), 2009 * kMs, &rep));
+  EXPECT_EQ(PathWatchdog::RecentAckGap(2009 * kMs), 0u);
+}
+
 TEST(PathWatchdog, RelativeRuleIgnoresAPathThatFellSilentAtTheSameMoment) {
   // Both paths stop at 1000 ms; path 1 gets one late acknowledgement at 1001 ms, then nothing: a
   // stalled host, not a dead path 0.
