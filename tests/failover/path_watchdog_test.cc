@@ -143,23 +143,25 @@ TEST(PathWatchdog, AGapBetweenSamplesIsNotTakenForAnAcknowledgementLag) {
 
 TEST(PathWatchdog, ASilenceAnEarlierSampleSawIsLearnedAfterAPauseOfThisThread) {
   // A busy sender spends 3-10 ms in one sendmsg, so its samples are often further apart than
-  // kAckGapSampleSpacingNs - which is when healthy silences happen. The sample at 1008 ms saw 8 ms
-  // without any acknowledgement; progress found 8 ms later ends a silence of at least 8 ms.
-  PathWatchdog::ResetAckGapHistory();
-  PathWatchdog w(100 * kMs, false, 10 * kMs);
-  PathFaultReport rep;
-  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
-  EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 8), 1008 * kMs, &rep));
-  EXPECT_FALSE(w.Judge(0, Sample(50, 9000, 0), 1016 * kMs, &rep));
-  EXPECT_EQ(PathWatchdog::RecentAckGap(1016 * kMs), 8 * kMs);  // the lower bound, not the 16 ms span
-  EXPECT_EQ(w.RelativeLimit(0, 1016 * kMs), 24 * kMs);
-  // The same with the acknowledgement seen only a millisecond late: nothing to learn (under the floor).
-  PathWatchdog::ResetAckGapHistory();
-  PathWatchdog v(100 * kMs, false, 10 * kMs);
-  EXPECT_FALSE(v.Judge(0, Sample(50, 1000, 0), 2000 * kMs, &rep));
-  EXPECT_FALSE(v.Judge(0, Sample(50, 1000, 1), 2001 * kMs, &rep));
-  EXPECT_FALSE(v.Judge(0, Sample(50, 9000, 0), 2009 * kMs, &rep));
-  EXPECT_EQ(PathWatchdog::RecentAckGap(2009 * kMs), 0u);
+  // kAckGapSampleSpacingNs - which is when healthy silences happen. A sample that saw `seen_ms` without
+  // any acknowledgement, then progress found 8 ms later: the silence lasted at least `seen_ms`, which
+  // is learned (not the whole span); a silence seen for 1 ms is under the floor and teaches nothing.
+  struct Case {
+    uint32_t seen_ms;
+    uint64_t learned_ns;
+    uint64_t limit_ns;
+  };
+  for (const Case c : {Case{8, 8 * kMs, 24 * kMs}, Case{1, 0, 10 * kMs}}) {
+    PathWatchdog::ResetAckGapHistory();
+    PathWatchdog w(100 * kMs, false, 10 * kMs);
+    PathFaultReport rep;
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1000, 0), 1000 * kMs, &rep));
+    EXPECT_FALSE(w.Judge(0, Sample(50, 1000, c.seen_ms), (1000 + c.seen_ms) * kMs, &rep));
+    const uint64_t progress_ns = (1008 + c.seen_ms) * kMs;
+    EXPECT_FALSE(w.Judge(0, Sample(50, 9000, 0), progress_ns, &rep));
+    EXPECT_EQ(PathWatchdog::RecentAckGap(progress_ns), c.learned_ns) << "silence seen for " << c.seen_ms << " ms";
+    EXPECT_EQ(w.RelativeLimit(0, progress_ns), c.limit_ns) << "silence seen for " << c.seen_ms << " ms";
+  }
 }
 
 TEST(PathWatchdog, RelativeRuleIgnoresAPathThatFellSilentAtTheSameMoment) {
