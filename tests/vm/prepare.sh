@@ -44,7 +44,7 @@ ensure_packages() {
 # The current stock kernel: the package linux-image-amd64 (a metapackage) depends on.
 kernel_package() {
   apt-cache depends linux-image-amd64 2>/dev/null |
-    sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | head -n1
+    sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | awk 'NR == 1'
 }
 
 command -v apt-get >/dev/null || unavailable "no apt-get (this lane expects Debian)"
@@ -112,7 +112,7 @@ if [ ! -f "$kernel" ] || [ ! -d "$kdir/lib/modules/$kver" ]; then
   chmod 0777 "$dl"
   (cd "$dl" && apt-get download -qq "$pkg" >&2) \
     || unavailable "apt-get download $pkg failed (no network to the Debian mirror?)"
-  deb="$(ls "$dl"/linux-image-*.deb 2>/dev/null | head -n1)"
+  deb="$(ls "$dl"/linux-image-*.deb 2>/dev/null | awk 'NR == 1')"
   [ -n "$deb" ] || unavailable "apt-get download $pkg produced no .deb in $dl"
   say "unpacking $(basename "$deb")"
   mkdir -p "$kdir.tmp"
@@ -133,7 +133,7 @@ work="$cache/initrd.work"
 rm -rf "$work"
 mkdir -p "$work"/{bin,dev,proc,sys,host,lib/modules}
 # The initramfs has no libc: busybox must be the static build (package busybox, not -static, is dynamic).
-if LC_ALL=C readelf -l /bin/busybox 2>/dev/null | grep -q 'program interpreter'; then
+if grep -q 'program interpreter' <<<"$(LC_ALL=C readelf -l /bin/busybox 2>/dev/null)"; then
   unavailable "/bin/busybox is dynamically linked: install busybox-static (it replaces busybox)"
 fi
 cp /bin/busybox "$work/bin/busybox"

@@ -65,9 +65,9 @@ down() {
   batch=""
   for i in $(pairs); do batch+="link delete va$i"$'\n'; done
   # Put the local table back at pref 0 (the kernel's default) if it was moved.
-  if ! t ip rule show pref 0 | grep -q 'lookup local'; then batch+="rule add pref 0 lookup local"$'\n'; fi
-  t ip rule show pref "$local_pref" | grep -q 'lookup local' && batch+="rule del pref $local_pref lookup local"$'\n'
-  t ip rule show pref "$rule_pref" | grep -q . && batch+="rule del pref $rule_pref"$'\n'
+  if ! grep -q 'lookup local' <<<"$(t ip rule show pref 0)"; then batch+="rule add pref 0 lookup local"$'\n'; fi
+  grep -q 'lookup local' <<<"$(t ip rule show pref "$local_pref")" && batch+="rule del pref $local_pref lookup local"$'\n'
+  [ -n "$(t ip rule show pref "$rule_pref")" ] && batch+="rule del pref $rule_pref"$'\n'
   batch+="route flush table $table"$'\n'
   # -force: keep going past a line that has nothing to do (an empty table, say).
   t ip -force -batch - <<<"$batch" 2>/dev/null || true

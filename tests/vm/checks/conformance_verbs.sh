@@ -56,6 +56,6 @@ grep -qF 'transport: RDMA verbs (FLEXIFORCE_TRANSPORT=verbs: RDMA verbs on 1 ACT
 log="$(FF_TEST_VERBOSE=1 timeout 120 "$bin" --gtest_filter='Conformance.GpuRegistrationsAreRefusedOverTcpAndFlushedWithAnRdmaReadOverVerbs' 2>&1 || true)"
 grep -q 'verbs: flush queue pair [0-9]* on rxe_a0:1' <<<"$log" && grep -q '^\[  PASSED  \] 1 test' <<<"$log" ||
   { echo "$log" | tail -30; fail "iflush did not create its loopback flush queue pair on rxe_a0"; }
-echo "iflush: $(grep -o 'verbs: flush queue pair [0-9]* on rxe_a0:1' <<<"$log" | head -1)"
+echo "iflush: $(grep -o 'verbs: flush queue pair [0-9]* on rxe_a0:1' <<<"$log" | awk 'NR == 1')"
 "$fixture" down
 pass "plugin conformance over verbs (rxe_a0)"

@@ -10,7 +10,7 @@ counter() { cat "/sys/class/net/$1/statistics/$2"; }
 wait_listen() {
   local port="$1" i
   for ((i = 0; i < 300; i++)); do
-    ss -Hltn "sport = :$port" | grep -q . && return 0
+    [ -n "$(ss -Hltn "sport = :$port")" ] && return 0
     sleep 0.1
   done
   fail "nothing listens on TCP port $port after 30 s"

@@ -18,6 +18,6 @@ lossy=$(($(counter vb1 rx_packets) - rx0))
 timeout 10 tc qdisc del dev va1 root
 
 timeout 10 tc qdisc add dev va1 root netem loss 1% || fail "tc qdisc add dev va1 root netem loss 1% failed"
-timeout 10 tc qdisc show dev va1 | grep -q 'netem.*loss 1%' || fail "tc does not show netem loss 1% on va1"
+grep -q 'netem.*loss 1%' <<<"$(timeout 10 tc qdisc show dev va1)" || fail "tc does not show netem loss 1% on va1"
 pass "netem: $clean/20 through clean, 0/20 at loss 100%, loss 1% installed on va1"
 "$fixture" down

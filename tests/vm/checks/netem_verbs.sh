@@ -49,7 +49,7 @@ rm -f "$stamps"
 grep -q "all checks passed" "$out" || fail "no exact-result confirmation"
 first="$(grep -m1 "draining path" "$out" || true)"
 [ -n "$first" ] || fail "no path was drained: the loss on va0 went unnoticed"
-grep "draining path" "$out" | grep -q "hidden loss" ||
+grep -q "hidden loss" <<<"$(grep "draining path" "$out")" ||
   fail "the drains do not name the ports' hidden loss: $(grep "draining path" "$out" | cut -c1-300)"
 [ "${#s[@]}" -ge 2 ] || fail "the netem helper did not record its stamps"
 detect_ms="$(awk -v a="${s[0]}" -v b="${first%% *}" 'BEGIN { printf "%.0f", (b - a) * 1000 }')"
