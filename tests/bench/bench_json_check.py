@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Checks `flexiforce bench --json`: one row per power-of-two size from --min-bytes to --max-bytes,
+every figure measured (positive and finite) for both transports, round trips up to rtt_max_bytes and
+none above, and a verdict for each of the five targets with the ratio it was judged on - recomputed
+here from the rows, so a verdict that does not follow from the figures fails the test.
+Speed itself is not asserted: the targets are reported, not required (a benchmark reports what it measured).
+
+Usage: bench_json_check.py FLEXIFORCE"""
+import json
+import math
+import subprocess
+import sys
+
+MIN, MAX = 8, 4 << 20
+TARGETS = {  # key -> (min size, max size or None, min ratio)
+    "throughput": (1 << 20, None, 0.90),
+    "throughput_large_strict": (1 << 20, None, 0.95),
+    "throughput_1k": (1024, 1024, 0.80),
+    "throughput_64k": (64 << 10, 64 << 10, 0.80),
+}
+
+
+def fail(msg):
+    print(f"FAIL: {msg}")
+    sys.exit(1)
+
+
+def positive(row, key):
+    v = row.get(key)
+    if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        fail(f"size {row.get('size')}: {key} is {v!r}, expected a positive number")
+    return v
+
+
+def main():
+    cmd = [sys.argv[1], "bench", "--min-bytes", str(MIN), "--max-bytes", "4M", "--iters", "20", "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
+    if p.returncode != 0:
+        fail(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
+    try:
+        out = json.loads(p.stdout)
+    except json.JSONDecodeError as e:
+        fail(f"stdout is not JSON ({e}): {p.stdout[:500]!r}")
+    if out.get("ok") is not True:
+        fail(f"ok is {out.get('ok')!r}")
+    rows = out["results"]
+    sizes = [r["size"] for r in rows]
+    want = [1 << i for i in range(MIN.bit_length() - 1, MAX.bit_length())]
+    if sizes != want:
+        fail(f"sizes {sizes}, expected {want}")
+    rtt_max = out["config"]["rtt_max_bytes"]
+    for r in rows:
+        for k in ("plugin_gbps", "raw_gbps", "throughput_ratio"):
+            positive(r, k)
+        if abs(r["throughput_ratio"] - r["plugin_gbps"] / r["raw_gbps"]) > 1e-9 * r["throughput_ratio"]:
+            fail(f"size {r['size']}: throughput_ratio {r['throughput_ratio']} is not plugin/raw")
+        if r["size"] <= rtt_max:
+            for k in ("plugin_rtt_us", "raw_rtt_us", "rtt_ratio", "raw_pair_rtt_us"):
+                positive(r, k)
+        elif r["plugin_rtt_us"] is not None:
+            fail(f"size {r['size']} above rtt_max_bytes {rtt_max} has a round trip")
+    t = out["targets"]
+    for key, (lo, hi, ratio) in TARGETS.items():
+        if key not in t:
+            fail(f"no target {key!r} in {sorted(t)}")
+        covered = [r for r in rows if r["size"] >= lo and (hi is None or r["size"] <= hi)]
+        worst = min(covered, key=lambda r: r["throughput_ratio"])
+        got = t[key]
+        if got["min_ratio"] != ratio or got["worst_size"] != worst["size"] or \
+                abs(got["worst_ratio"] - worst["throughput_ratio"]) > 1e-12 or \
+                got["met"] is not (worst["throughput_ratio"] >= ratio):
+            fail(f"target {key}: {got}, expected worst {worst['throughput_ratio']} at {worst['size']} against {ratio}")
+    r8 = rows[0]
+    got = t["rtt_8b"]
+    if abs(got["ratio"] - r8["rtt_ratio"]) > 1e-12 or got["met"] is not (r8["rtt_ratio"] <= 1.3):
+        fail(f"target rtt_8b: {got}, expected ratio {r8['rtt_ratio']} against 1.3")
+    verdicts = ", ".join(f"{k} {'met' if v['met'] else 'missed'}" for k, v in t.items())
+    print(f"ok: {len(rows)} sizes, every figure measured; targets recomputed and consistent ({verdicts})")
+
+
+if __name__ == "__main__":
+    main()
