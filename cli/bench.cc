@@ -79,6 +79,8 @@ const char kUsage[] =
     "flight; the plugin's send completion is acknowledged by the receiver, so the time is\n"
     "end-to-end) and, up to 1 MiB, ping-pong round-trip time. Each figure is the median of 5 runs,\n"
     "plugin and raw alternating, so a stall in one run (a descheduled process) does not move it.\n"
+    "The \"run pairs\" column gives the lowest and highest throughput ratio of plugin run k against\n"
+    "raw run k (it ran right after); with --json every run's figure is under \"runs\".\n"
     "Raw sockets bind 127.0.0.1, use TCP_NODELAY and busy-poll non-blocking sendmsg/recvmsg;\n"
     "like the plugin they stripe a message evenly over the streams from FLEXIFORCE_STRIPE_MIN\n"
     "on, send smaller ones whole, round-robin, and move at most FLEXIFORCE_CHUNK_SIZE per stream\n"
@@ -977,6 +979,10 @@ struct Row {
   double plugin_gbps = NAN, raw_gbps = NAN;
   double plugin_rtt_us = NAN, raw_rtt_us = NAN;
   double raw_pair_rtt_us = NAN;  // raw, one socket per direction (needs 2 or more streams)
+  // Every run behind the medians above, in the order they ran (plugin run k, then raw run k): the
+  // spread tells a real difference from the host's run-to-run drift.
+  std::vector<double> plugin_gbps_runs, raw_gbps_runs;
+  std::vector<double> plugin_rtt_us_runs, raw_rtt_us_runs, raw_pair_rtt_us_runs;
 };
 
 double Ratio(double a, double b) { return std::isnan(a) || std::isnan(b) || b == 0 ? NAN : a / b; }
@@ -1083,6 +1089,8 @@ class Driver {
       row.stream_iters = per_rep * kReps;
       row.plugin_gbps = Median(plugin_gbps);
       row.raw_gbps = Median(raw_gbps);
+      row.plugin_gbps_runs = std::move(plugin_gbps);
+      row.raw_gbps_runs = std::move(raw_gbps);
     }
     if (o_.rtt && size <= kRttMaxBytes) {
       auto rtt_probe = [&](bool plugin, uint64_t n) { return PingPong(plugin, size, n) * static_cast<double>(n); };
@@ -1101,6 +1109,9 @@ class Driver {
       row.plugin_rtt_us = Median(plugin_us);
       row.raw_rtt_us = Median(raw_us);
       if (!pair_us.empty()) row.raw_pair_rtt_us = Median(pair_us);
+      row.plugin_rtt_us_runs = std::move(plugin_us);
+      row.raw_rtt_us_runs = std::move(raw_us);
+      row.raw_pair_rtt_us_runs = std::move(pair_us);
     }
     return row;
   }
@@ -1129,10 +1140,27 @@ std::string Cell(double v, const char* fmt) {
   return b;
 }
 
+// The lowest and highest plugin/raw throughput ratio of the paired runs (plugin run k against raw
+// run k, which ran right after it), "-" unless both transports ran.
+std::string RunSpread(const Row& r) {
+  if (r.plugin_gbps_runs.empty() || r.plugin_gbps_runs.size() != r.raw_gbps_runs.size()) return "-";
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t k = 0; k < r.plugin_gbps_runs.size(); ++k) {
+    const double q = Ratio(r.plugin_gbps_runs[k], r.raw_gbps_runs[k]);
+    if (std::isnan(q)) return "-";
+    lo = std::min(lo, q);
+    hi = std::max(hi, q);
+  }
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.2f-%.2f", lo, hi);
+  return b;
+}
+
 void PrintRow(const Row& r) {
-  std::printf("%10s | %11s | %8s | %6s | %13s | %10s | %6s | %11s | %6s\n", HumanBytes(r.size).c_str(),
+  std::printf("%10s | %11s | %8s | %6s | %9s | %13s | %10s | %6s | %11s | %6s\n", HumanBytes(r.size).c_str(),
               Cell(r.plugin_gbps, "%.3f").c_str(), Cell(r.raw_gbps, "%.3f").c_str(),
-              Cell(Ratio(r.plugin_gbps, r.raw_gbps), "%.2f").c_str(), Cell(r.plugin_rtt_us, "%.1f").c_str(),
+              Cell(Ratio(r.plugin_gbps, r.raw_gbps), "%.2f").c_str(), RunSpread(r).c_str(),
+              Cell(r.plugin_rtt_us, "%.1f").c_str(),
               Cell(r.raw_rtt_us, "%.1f").c_str(), Cell(Ratio(r.plugin_rtt_us, r.raw_rtt_us), "%.2f").c_str(),
               Cell(r.raw_pair_rtt_us, "%.1f").c_str(), Cell(Ratio(r.plugin_rtt_us, r.raw_pair_rtt_us), "%.2f").c_str());
   std::fflush(stdout);
@@ -1249,10 +1277,10 @@ int RunBenchCommand(int argc, char** argv) {
                   o.pin ? (", pinned to CPUs " + std::to_string(setup.cpus[0]) + " and " + std::to_string(setup.cpus[1]))
                               .c_str()
                         : "");
-      std::printf("%10s | %11s | %8s | %6s | %13s | %10s | %6s | %11s | %6s\n", "size", "plugin GB/s", "raw GB/s",
-                  "ratio", "plugin RTT us", "raw RTT us", "ratio", "pair RTT us", "ratio");
-      std::printf("-----------+-------------+----------+--------+---------------+------------+--------+-------------+"
-                  "-------\n");
+      std::printf("%10s | %11s | %8s | %6s | %9s | %13s | %10s | %6s | %11s | %6s\n", "size", "plugin GB/s",
+                  "raw GB/s", "ratio", "run pairs", "plugin RTT us", "raw RTT us", "ratio", "pair RTT us", "ratio");
+      std::printf("-----------+-------------+----------+--------+-----------+---------------+------------+--------+"
+                  "-------------+-------\n");
     }
     for (uint64_t size = o.min_bytes; size <= o.max_bytes; size *= 2) {
       rows.push_back(driver.Measure(size));
@@ -1300,7 +1328,12 @@ int RunBenchCommand(int argc, char** argv) {
                        {"raw_rtt_us", JsonNumber(r.raw_rtt_us)},
                        {"rtt_ratio", JsonNumber(Ratio(r.plugin_rtt_us, r.raw_rtt_us))},
                        {"raw_pair_rtt_us", JsonNumber(r.raw_pair_rtt_us)},
-                       {"rtt_ratio_vs_pair", JsonNumber(Ratio(r.plugin_rtt_us, r.raw_pair_rtt_us))}});
+                       {"rtt_ratio_vs_pair", JsonNumber(Ratio(r.plugin_rtt_us, r.raw_pair_rtt_us))},
+                       {"runs", {{"plugin_gbps", r.plugin_gbps_runs},
+                                 {"raw_gbps", r.raw_gbps_runs},
+                                 {"plugin_rtt_us", r.plugin_rtt_us_runs},
+                                 {"raw_rtt_us", r.raw_rtt_us_runs},
+                                 {"raw_pair_rtt_us", r.raw_pair_rtt_us_runs}}}});
   }
   out["results"] = results;
   out["targets"] = targets;

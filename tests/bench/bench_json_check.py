@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks `flexiforce bench --json`: one row per power-of-two size from --min-bytes to --max-bytes,
 every figure measured (positive and finite) for both transports, round trips up to rtt_max_bytes and
-none above, and a verdict for each of the five targets with the ratio it was judged on - recomputed
-here from the rows, so a verdict that does not follow from the figures fails the test.
+none above, every figure the median of the runs listed under "runs" (5 per transport, each positive),
+and a verdict for each of the five targets with the ratio it was judged on - recomputed here from the
+rows, so a verdict that does not follow from the figures fails the test.
 Speed itself is not asserted: the targets are reported, not required (a benchmark reports what it measured).
 
 Usage: bench_json_check.py FLEXIFORCE"""
@@ -32,6 +33,22 @@ def positive(row, key):
     return v
 
 
+RUNS = 5
+
+
+def check_runs(row, key):
+    """row[key] must be the median of row["runs"][key], RUNS positive finite figures."""
+    runs = row.get("runs", {}).get(key)
+    if not isinstance(runs, list) or len(runs) != RUNS:
+        fail(f"size {row['size']}: runs.{key} is {runs!r}, expected {RUNS} figures")
+    for v in runs:
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            fail(f"size {row['size']}: runs.{key} holds {v!r}, expected positive numbers")
+    median = sorted(runs)[RUNS // 2]
+    if abs(row[key] - median) > 1e-12 * median:
+        fail(f"size {row['size']}: {key} {row[key]} is not the median of its runs {runs}")
+
+
 def main():
     cmd = [sys.argv[1], "bench", "--min-bytes", str(MIN), "--max-bytes", "4M", "--iters", "20", "--json"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
@@ -54,10 +71,14 @@ def main():
             positive(r, k)
         if abs(r["throughput_ratio"] - r["plugin_gbps"] / r["raw_gbps"]) > 1e-9 * r["throughput_ratio"]:
             fail(f"size {r['size']}: throughput_ratio {r['throughput_ratio']} is not plugin/raw")
+        for k in ("plugin_gbps", "raw_gbps"):
+            check_runs(r, k)
         if r["size"] <= rtt_max:
             for k in ("plugin_rtt_us", "raw_rtt_us", "rtt_ratio", "raw_pair_rtt_us"):
                 positive(r, k)
-        elif r["plugin_rtt_us"] is not None:
+            for k in ("plugin_rtt_us", "raw_rtt_us", "raw_pair_rtt_us"):
+                check_runs(r, k)
+        elif r["plugin_rtt_us"] is not None or r["runs"]["plugin_rtt_us"]:
             fail(f"size {r['size']} above rtt_max_bytes {rtt_max} has a round trip")
     t = out["targets"]
     for key, (lo, hi, ratio) in TARGETS.items():
