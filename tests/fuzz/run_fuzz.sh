@@ -14,7 +14,7 @@ jobs="${FF_FUZZ_JOBS:-$(nproc)}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/tests/fuzz"
 build="$root/build-fuzz"
-targets=(fuzz_frame_header fuzz_listen_handle fuzz_hello fuzz_topology_json fuzz_stats_file)
+targets=(fuzz_frame_header fuzz_listen_handle fuzz_hello fuzz_topology_json fuzz_stats_file fuzz_comm_stream)
 
 if ! command -v clang++ >/dev/null || ! command -v clang >/dev/null; then
   echo "run_fuzz: skipped - clang/clang++ not found (Debian: apt-get install clang)"
