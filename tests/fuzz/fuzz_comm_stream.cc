@@ -17,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/comm.h"
@@ -169,6 +170,52 @@ struct Buffers {
   }
 };
 
+// The script both sides share: frames and raw bytes from the peer, end of stream and resets, and
+// progress; `post` and `test` are the side's own calls (test returns false to stop: the communicator
+// failed and NCCL would close it). `seq` is where the peer's sequence numbers aim.
+template <typename Post, typename Test>
+void Drive(FuzzedDataProvider& in, ff::Comm& comm, std::vector<std::shared_ptr<Wire>>& wires, uint64_t chunk,
+           const uint64_t& seq, Post post, Test test) {
+  for (int step = 0; step < 200 && in.remaining_bytes() > 0; ++step) {
+    Wire& w = *wires[in.ConsumeIntegralInRange<size_t>(0, wires.size() - 1)];
+    switch (in.ConsumeIntegralInRange<int>(0, 7)) {
+      case 0:
+      case 1:
+        ScriptFrame(in, w.bytes, seq, chunk);
+        break;
+      case 2:
+        w.bytes += in.ConsumeBytesAsString(in.ConsumeIntegralInRange<size_t>(0, 200));
+        break;
+      case 3:
+        post();
+        break;
+      case 4:
+      case 5:
+        if (!test()) return;
+        break;
+      case 6:
+        (in.ConsumeBool() ? w.eof : w.reset) = true;
+        break;
+      default:
+        (void)comm.Progress();
+        break;
+    }
+  }
+}
+
+// Tests one pending request the input picks (progress when none is pending); `test_and_check(p)`
+// tests it and checks a completion, returning (status, done). False: stop (the input chose to on a
+// failed communicator).
+template <typename Pending, typename TestAndCheck>
+bool TestOne(FuzzedDataProvider& in, ff::Comm& comm, std::deque<Pending>& pending, TestAndCheck test_and_check) {
+  if (pending.empty()) return comm.Progress().ok() || !in.ConsumeBool();
+  const size_t k = in.ConsumeIntegralInRange<size_t>(0, pending.size() - 1);
+  const auto [s, done] = test_and_check(pending[k]);
+  if (!done) return s.ok() || !in.ConsumeBool();
+  pending.erase(pending.begin() + static_cast<long>(k));
+  return true;
+}
+
 void RunRecv(FuzzedDataProvider& in, std::vector<std::unique_ptr<ff::Path>> paths, const ff::CommOptions& o,
              std::vector<std::shared_ptr<Wire>>& wires) {
   Buffers bufs;
@@ -180,62 +227,32 @@ void RunRecv(FuzzedDataProvider& in, std::vector<std::unique_ptr<ff::Path>> path
   };
   std::deque<Pending> pending;
   uint64_t posted = 0;
-  for (int step = 0; step < 200 && in.remaining_bytes() > 0; ++step) {
-    const int path = in.ConsumeIntegralInRange<int>(0, static_cast<int>(wires.size()) - 1);
-    switch (in.ConsumeIntegralInRange<int>(0, 7)) {
-      case 0:
-      case 1:
-        ScriptFrame(in, wires[static_cast<size_t>(path)]->bytes, posted, o.chunk_bytes);
-        break;
-      case 2:
-        wires[static_cast<size_t>(path)]->bytes += in.ConsumeBytesAsString(in.ConsumeIntegralInRange<size_t>(0, 200));
-        break;
-      case 3: {
-        if (pending.size() >= 8) break;
-        Pending p{};
-        p.n = in.ConsumeIntegralInRange<int>(1, 8);
-        void* data[8];
-        int tags[8];
-        for (int i = 0; i < p.n; ++i) {
-          p.cap[i] = in.ConsumeIntegralInRange<uint64_t>(0, kMaxBuffer);
-          data[i] = bufs.Make(p.cap[i], in);
-          tags[i] = in.ConsumeIntegralInRange<int32_t>(-1, 2);
-        }
-        if (!comm->Irecv(p.n, data, p.cap, tags, &p.r).ok() || p.r == nullptr) break;
-        pending.push_back(p);
-        posted += static_cast<uint64_t>(p.n);
-        break;
-      }
-      case 4:
-      case 5: {
-        if (pending.empty()) {
-          (void)comm->Progress();
-          break;
-        }
-        const size_t k = in.ConsumeIntegralInRange<size_t>(0, pending.size() - 1);
-        int done = 0;
-        uint64_t sizes[8] = {};
-        const ff::Status s = comm->Test(pending[k].r, &done, sizes);
-        if (done) {
-          for (int i = 0; i < pending[k].n; ++i)
-            if (sizes[i] > pending[k].cap[i]) __builtin_trap();  // more than the buffer holds
-          pending.erase(pending.begin() + static_cast<long>(k));
-        } else if (!s.ok() && in.ConsumeBool()) {
-          return;  // the communicator failed; NCCL would close it (the destructor below)
-        }
-        break;
-      }
-      case 6:
-        if (in.ConsumeBool())
-          wires[static_cast<size_t>(path)]->eof = true;
-        else
-          wires[static_cast<size_t>(path)]->reset = true;
-        break;
-      default:
-        (void)comm->Progress();
-        break;
+  auto post = [&] {
+    if (pending.size() >= 8) return;
+    Pending p{};
+    p.n = in.ConsumeIntegralInRange<int>(1, 8);
+    void* data[8];
+    int tags[8];
+    for (int i = 0; i < p.n; ++i) {
+      p.cap[i] = in.ConsumeIntegralInRange<uint64_t>(0, kMaxBuffer);
+      data[i] = bufs.Make(p.cap[i], in);
+      tags[i] = in.ConsumeIntegralInRange<int32_t>(-1, 2);
     }
-  }
+    if (!comm->Irecv(p.n, data, p.cap, tags, &p.r).ok() || p.r == nullptr) return;
+    pending.push_back(p);
+    posted += static_cast<uint64_t>(p.n);
+  };
+  auto test = [&] {
+    return TestOne(in, *comm, pending, [&](const Pending& p) {
+      int done = 0;
+      uint64_t sizes[8] = {};
+      const ff::Status s = comm->Test(p.r, &done, sizes);
+      for (int i = 0; done && i < p.n; ++i)
+        if (sizes[i] > p.cap[i]) __builtin_trap();  // more than the buffer holds
+      return std::make_pair(s, done != 0);
+    });
+  };
+  Drive(in, *comm, wires, o.chunk_bytes, posted, post, test);
   comm->AcknowledgeBeforeClose();
 }
 
@@ -249,57 +266,26 @@ void RunSend(FuzzedDataProvider& in, std::vector<std::unique_ptr<ff::Path>> path
   };
   std::deque<Pending> pending;
   uint64_t sent = 0;
-  for (int step = 0; step < 200 && in.remaining_bytes() > 0; ++step) {
-    const int path = in.ConsumeIntegralInRange<int>(0, static_cast<int>(wires.size()) - 1);
-    switch (in.ConsumeIntegralInRange<int>(0, 7)) {
-      case 0:
-      case 1:
-        ScriptFrame(in, wires[static_cast<size_t>(path)]->bytes, sent, o.chunk_bytes);
-        break;
-      case 2:
-        wires[static_cast<size_t>(path)]->bytes += in.ConsumeBytesAsString(in.ConsumeIntegralInRange<size_t>(0, 200));
-        break;
-      case 3: {
-        if (pending.size() >= 16) break;
-        Pending p{};
-        p.size = in.ConsumeIntegralInRange<uint64_t>(0, kMaxBuffer);
-        const char* data = bufs.Make(p.size, in);
-        if (!comm->Isend(data, p.size, in.ConsumeIntegralInRange<int32_t>(-1, 3), nullptr, &p.r).ok() ||
-            p.r == nullptr)
-          break;
-        pending.push_back(p);
-        ++sent;
-        break;
-      }
-      case 4:
-      case 5: {
-        if (pending.empty()) {
-          (void)comm->Progress();
-          break;
-        }
-        const size_t k = in.ConsumeIntegralInRange<size_t>(0, pending.size() - 1);
-        int done = 0;
-        uint64_t size = 0;
-        const ff::Status s = comm->Test(pending[k].r, &done, &size);
-        if (done) {
-          if (size != pending[k].size) __builtin_trap();  // a send completes with its own size
-          pending.erase(pending.begin() + static_cast<long>(k));
-        } else if (!s.ok() && in.ConsumeBool()) {
-          return;
-        }
-        break;
-      }
-      case 6:
-        if (in.ConsumeBool())
-          wires[static_cast<size_t>(path)]->eof = true;
-        else
-          wires[static_cast<size_t>(path)]->reset = true;
-        break;
-      default:
-        (void)comm->Progress();
-        break;
-    }
-  }
+  auto post = [&] {
+    if (pending.size() >= 16) return;
+    Pending p{};
+    p.size = in.ConsumeIntegralInRange<uint64_t>(0, kMaxBuffer);
+    const char* data = bufs.Make(p.size, in);
+    if (!comm->Isend(data, p.size, in.ConsumeIntegralInRange<int32_t>(-1, 3), nullptr, &p.r).ok() || p.r == nullptr)
+      return;
+    pending.push_back(p);
+    ++sent;
+  };
+  auto test = [&] {
+    return TestOne(in, *comm, pending, [&](const Pending& p) {
+      int done = 0;
+      uint64_t size = 0;
+      const ff::Status s = comm->Test(p.r, &done, &size);
+      if (done && size != p.size) __builtin_trap();  // a send completes with its own size
+      return std::make_pair(s, done != 0);
+    });
+  };
+  Drive(in, *comm, wires, o.chunk_bytes, sent, post, test);
   // A bounded close: what the hostile receiver never acknowledges is given up after 0.1 ms.
   (void)comm->DrainForClose(100'000);
 }
