@@ -104,15 +104,18 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   FF_PROBE(send_post, opts_.task_hash, m.collective, size, peer_.c_str(), m.home_path, opts_.sla_us, 0,
            opts_.task.c_str());
   *out = r;
-  // Coalescing: an eager send posted soon after the last write waits for the sends that follow, so
-  // a burst of small messages leaves in one write instead of one system call each (on loopback
-  // that call also runs the receiver's TCP stack; it was the whole cost of a small message). It
-  // is held at most coalesce_ns: the next isend or test() after that writes it, and so does any
-  // test() of a request still held (eager completion needs the bytes handed to the transport).
+  // Coalescing: a send posted soon after the last write waits for the sends that follow, so a
+  // burst of messages leaves in one write instead of one system call each (on loopback that call
+  // also runs the receiver's TCP stack; it was the whole cost of a small message, and half of a
+  // 128 KiB one). Eager sends are held up to kMaxHeldBytes together, larger ones (which complete
+  // on their acknowledgement anyway) up to kMaxHeldRendezvousBytes. A send is held at most
+  // coalesce_ns: the next isend or test() after that writes it, and so does any test() of a
+  // request still held (eager completion needs the bytes handed to the transport).
   // Only while the caller has an older send to test: the test() that releases the last request not
   // held writes the held ones (Test), so a caller that tests what it posted never waits on a hold.
   // A lone message (a ping-pong, a collective's last step) finds the last write long past and goes.
-  if (m.eager && opts_.coalesce_ns != 0 && held_ < kMaxHeld && held_bytes_ + size <= kMaxHeldBytes &&
+  if ((m.eager ? held_bytes_ + size <= kMaxHeldBytes : held_bytes_ + size <= kMaxHeldRendezvousBytes) &&
+      opts_.coalesce_ns != 0 && held_ < kMaxHeld &&
       pool_.in_use() - held_ >= 2 && now - last_write_ns_ < opts_.coalesce_ns) {
     ++held_;
     held_bytes_ += size;

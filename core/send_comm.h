@@ -46,6 +46,11 @@ class SendComm final : public Comm {
   static constexpr int kMaxMsgs = 128;
   // Posted-receive descriptors the sender keeps (more than kMaxRequests x kMaxRecvs can be posted).
   static constexpr uint64_t kDescWindow = 1024;
+  // Send coalescing (Isend): sends above the eager threshold held for one write, in bytes at most.
+  // They complete on their acknowledgement either way, and on loopback a write also runs the
+  // receiver's TCP stack: a 128 KiB write took 32 us, a 512 KiB one 52 us. Streaming 128 KiB sends
+  // rose from 3.3 to 4.8 GB/s holding up to 512 KiB (1 MiB: no better).
+  static constexpr uint64_t kMaxHeldRendezvousBytes = 512 * 1024;
 
  private:
   SendMsg& Msg(uint64_t seq) { return msgs_[seq % kMaxMsgs]; }
@@ -128,7 +133,7 @@ class SendComm final : public Comm {
   // Set around a progress call that only has to write (isend; test() of an eager send held for
   // coalescing): reading the peer's frames can wait then (RxCanWait).
   bool write_only_ = false;
-  // Send coalescing (Isend): eager sends held since the last write, and when that was.
+  // Send coalescing (Isend): sends held since the last write, and when that was.
   static constexpr int kMaxHeld = 16;
   static constexpr uint64_t kMaxHeldBytes = 128 * 1024;
   int held_ = 0;

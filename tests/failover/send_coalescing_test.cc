@@ -1,6 +1,6 @@
-// Send coalescing (SendComm::Isend): small eager sends posted in a burst leave in one write, a held
-// send is written by the caller's next test(), a lone send is written at once, and a path that dies
-// under held sends loses nothing.
+// Send coalescing (SendComm::Isend): sends posted in a burst (eager ones, and ones above the eager
+// threshold up to a bound in bytes) leave in one write, a held send is written by the caller's next
+// test(), a lone send is written at once, and a path that dies under held sends loses nothing.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -97,6 +97,94 @@ TEST(SendCoalescing, ABurstOfSmallSendsPostedWhileAnOlderOneIsUntestedLeavesInOn
   EXPECT_EQ(p.writes(), after_first + 1) << "the burst of 8 did not leave in one write";
   for (SendRequest* r : burst) EXPECT_TRUE(TestSend(*p.send, r)) << "a written eager send did not complete";
   ReceiveAll(p, sent);
+}
+
+// Sends above the eager threshold complete on their acknowledgement, but their writes cost the
+// same system call each: a burst of them leaves together too, written by the test of the older send.
+TEST(SendCoalescing, ABurstOfSendsAboveTheEagerThresholdLeavesInOneWrite) {
+  CommOptions o = CoalescingOptions(kLongHold);
+  Pair p = MakePair(2, o);
+  constexpr size_t kSize = 6000;
+  static_assert(kSize > 4096, "above EagerOptions' eager threshold");
+  std::vector<std::vector<char>> sent;
+  sent.push_back(Message(0, kSize));
+  SendRequest* first = Post(*p.send, sent[0]);
+  ASSERT_NE(first, nullptr);
+  ASSERT_FALSE(first->eager);
+  const int after_first = p.writes();
+  EXPECT_GT(after_first, 0) << "the first send (nothing older to test) was not written at once";
+  std::vector<SendRequest*> burst;
+  for (int i = 1; i <= 6; ++i) {
+    sent.push_back(Message(i, kSize + 100 * i));
+    burst.push_back(Post(*p.send, sent.back()));
+    ASSERT_NE(burst.back(), nullptr);
+  }
+  EXPECT_EQ(p.writes(), after_first) << "a send of the burst was written on its own";
+  EXPECT_FALSE(TestSend(*p.send, first)) << "a send above the eager threshold completed before its acknowledgement";
+  EXPECT_EQ(p.writes(), after_first + 1) << "the burst of 6 did not leave in one write";
+  ReceiveAll(p, sent);
+  std::vector<SendRequest*> all{first};
+  all.insert(all.end(), burst.begin(), burst.end());
+  for (size_t i = 0; i < all.size(); ++i) {
+    bool done = false;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!(done = TestSend(*p.send, all[i])) && std::chrono::steady_clock::now() < deadline)
+      ASSERT_TRUE(p.recv->Progress().ok());
+    EXPECT_TRUE(done) << "send " << i << " never completed";
+  }
+}
+
+// The bytes held for one write are bounded (SendComm::kMaxHeldRendezvousBytes): the send that would
+// pass the bound is written at once, with the ones held before it.
+TEST(SendCoalescing, HeldSendsAboveTheEagerThresholdAreBoundedInBytes) {
+  Pair p = MakePair(1, CoalescingOptions(kLongHold));
+  constexpr size_t kSize = 200 * 1024;
+  static_assert(2 * kSize <= SendComm::kMaxHeldRendezvousBytes && 3 * kSize > SendComm::kMaxHeldRendezvousBytes,
+                "two sends fit the bound, three do not");
+  // Receives posted first, so the sender holds a descriptor for each message.
+  std::vector<std::vector<char>> bufs(4, std::vector<char>(kSize, 0));
+  std::vector<RecvRequest*> rr;
+  for (auto& b : bufs) rr.push_back(testing::PostRecv(*p.recv, b, 5));
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(p.recv->Progress().ok());
+    ASSERT_TRUE(p.send->Progress().ok());
+  }
+  std::vector<std::vector<char>> sent{Message(0, 5000), Message(1, kSize), Message(2, kSize), Message(3, kSize)};
+  std::vector<SendRequest*> reqs;
+  reqs.push_back(Post(*p.send, sent[0]));
+  const int after_first = p.writes();
+  EXPECT_GT(after_first, 0) << "the first send (nothing older to test) was not written at once";
+  reqs.push_back(Post(*p.send, sent[1]));
+  reqs.push_back(Post(*p.send, sent[2]));
+  for (SendRequest* r : reqs) ASSERT_NE(r, nullptr);
+  EXPECT_EQ(p.writes(), after_first) << "the second and third sends (400 KiB together) were not held";
+  reqs.push_back(Post(*p.send, sent[3]));
+  ASSERT_NE(reqs.back(), nullptr);
+  EXPECT_GT(p.writes(), after_first) << "held bytes passed their bound: 600 KiB waited for a test";
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  size_t done_recv = 0;
+  std::vector<int> rdone(rr.size(), 0);
+  while (done_recv < rr.size() && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(p.send->Progress().ok()) << p.send->error().message();
+    for (size_t i = 0; i < rr.size(); ++i) {
+      if (rdone[i]) continue;
+      uint64_t size = 0;
+      ASSERT_TRUE(p.recv->Test(rr[i], &rdone[i], &size).ok()) << p.recv->error().message();
+      if (rdone[i]) {
+        ++done_recv;
+        ASSERT_EQ(size, sent[i].size()) << "message " << i;
+        EXPECT_TRUE(std::equal(sent[i].begin(), sent[i].end(), bufs[i].begin())) << "message " << i << " corrupt";
+      }
+    }
+  }
+  ASSERT_EQ(done_recv, rr.size()) << "a message never arrived";
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    bool done = false;
+    deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!(done = TestSend(*p.send, reqs[i])) && std::chrono::steady_clock::now() < deadline)
+      ASSERT_TRUE(p.recv->Progress().ok());
+    EXPECT_TRUE(done) << "send " << i << " never completed";
+  }
 }
 
 TEST(SendCoalescing, AHeldSendIsWrittenByATestOfItself) {
