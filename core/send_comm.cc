@@ -21,6 +21,11 @@ SendComm::SendComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& 
   if (opts_.eager_bytes > 0 && opts_.eager_ring_bytes >= opts_.eager_bytes) {
     ring_size_ = opts_.eager_ring_bytes;
     ring_.reset(new char[ring_size_]);
+    // Every page faulted in now, at connect, not by the first eager sends: the ring is written
+    // sequentially and a 2 MiB ring is 512 first-touch page faults spread over the first 2 MiB
+    // of small messages (a collective's first iterations). The ring wraps anyway, so a running
+    // job holds all of it either way.
+    std::memset(ring_.get(), 0, ring_size_);
   }
   unsolicited_ok_ = ring_ != nullptr && !paths_.empty();
   for (const auto& p : paths_) {

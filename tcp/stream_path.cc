@@ -41,7 +41,10 @@ StreamPath::StreamPath(int index, std::unique_ptr<ByteStream> stream)
     : Path(index),
       stream_(std::move(stream)),
       ctl_store_(new char[size_t{kTxRing} * kMaxControlPayload]),
-      staging_(new char[kStagingBytes]) {}
+      staging_(new char[kStagingBytes]) {
+  // Faulted in now, at connect, rather than by the first reads of the data path (64 pages).
+  std::memset(staging_.get(), 0, kStagingBytes);
+}
 
 void StreamPath::Queue(const FrameHeader& sealed, const char* payload) {
   int slot = (tx_head_ + tx_count_) % kTxRing;
