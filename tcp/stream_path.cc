@@ -37,13 +37,14 @@ int64_t StreamPath::InFlightBytes() const {
   return n;
 }
 
-StreamPath::StreamPath(int index, std::unique_ptr<ByteStream> stream)
+StreamPath::StreamPath(int index, std::unique_ptr<ByteStream> stream, size_t staging_bytes)
     : Path(index),
       stream_(std::move(stream)),
       ctl_store_(new char[size_t{kTxRing} * kMaxControlPayload]),
-      staging_(new char[kStagingBytes]) {
-  // Faulted in now, at connect, rather than by the first reads of the data path (64 pages).
-  std::memset(staging_.get(), 0, kStagingBytes);
+      staging_bytes_(std::max(staging_bytes, kMinStagingBytes)),
+      staging_(new char[staging_bytes_]) {
+  // Faulted in now, at connect, rather than by the first reads of the data path (64 pages by default).
+  std::memset(staging_.get(), 0, staging_bytes_);
 }
 
 void StreamPath::Queue(const FrameHeader& sealed, const char* payload) {
@@ -123,12 +124,12 @@ bool StreamPath::Flush() {
 
 bool StreamPath::FillStaging(PumpResult* result, bool* drained) {
   if (rpos_ == wpos_) rpos_ = wpos_ = 0;
-  if (wpos_ == kStagingBytes) {
+  if (wpos_ == staging_bytes_) {
     std::memmove(staging_.get(), staging_.get() + rpos_, wpos_ - rpos_);
     wpos_ -= rpos_;
     rpos_ = 0;
   }
-  size_t room = kStagingBytes - wpos_;
+  size_t room = staging_bytes_ - wpos_;
   if (header_only_read_ && !have_header_ && wpos_ - rpos_ < sizeof(FrameHeader))
     room = std::min(room, sizeof(FrameHeader) - (wpos_ - rpos_));
   ssize_t r = stream_->Recv(staging_.get() + wpos_, room);

@@ -25,7 +25,11 @@ class StreamPath final : public Path {
   // caller's test() (NCCL's proxy thread serves every communicator); the rest waits for the next call.
   static constexpr int kMaxFramesPerPoll = 256;
 
-  StreamPath(int index, std::unique_ptr<ByteStream> stream);
+  // staging_bytes: the read-ahead buffer for headers and small payloads (kStagingBytes for every real
+  // connection; at least one header, kMinStagingBytes). Smaller only where a caller builds many short-lived
+  // paths and wants the buffer's boundaries exercised: the stream fuzzer.
+  static constexpr size_t kMinStagingBytes = sizeof(FrameHeader);
+  StreamPath(int index, std::unique_ptr<ByteStream> stream, size_t staging_bytes = kStagingBytes);
 
   const ByteStream& stream() const { return *stream_; }
 
@@ -81,6 +85,7 @@ class StreamPath final : public Path {
   int tx_data_frames_ = 0;
   uint64_t tx_payload_bytes_ = 0;
 
+  size_t staging_bytes_;
   std::unique_ptr<char[]> staging_;
   size_t rpos_ = 0;
   size_t wpos_ = 0;

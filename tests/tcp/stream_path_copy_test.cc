@@ -172,12 +172,18 @@ TEST(StreamPathCopy, MixedFramesArriveIntactWhateverTheReadSizes) {
   // Reads cut anywhere: inside a header, at one byte, a header and a bit, an odd size, no cap.
   const std::vector<std::vector<size_t>> cap_sets = {
       {}, {1, 0}, {3, 0, 61, 0}, {sizeof(FrameHeader) + 5, 4096, 0}, {70000, 13, 0, 0, 200000}};
-  for (const auto& caps : cap_sets) {
-    ArenaSink sink(script);
-    uint64_t staged = 0;
-    StreamPath path(0, std::make_unique<ScriptedStream>(script.bytes, caps, sink.arena(), sink.arena_size(), &staged));
-    EXPECT_EQ(PollAll(path, sink, lens.size()), lens.size()) << "read caps set " << caps.size();
-    EXPECT_EQ(path.bytes_received(), script.bytes.size());
+  // Staging as on every connection, and the small sizes the stream fuzzer uses (one header, 1000 and
+  // 4096 bytes: frames straddle its end and are compacted), and 1, which is raised to one header.
+  const std::vector<size_t> stagings = {StreamPath::kStagingBytes, StreamPath::kMinStagingBytes, 1000, 4096, 1};
+  for (size_t staging : stagings) {
+    for (const auto& caps : cap_sets) {
+      ArenaSink sink(script);
+      uint64_t staged = 0;
+      StreamPath path(
+          0, std::make_unique<ScriptedStream>(script.bytes, caps, sink.arena(), sink.arena_size(), &staged), staging);
+      EXPECT_EQ(PollAll(path, sink, lens.size()), lens.size()) << "staging " << staging << ", read caps set " << caps.size();
+      EXPECT_EQ(path.bytes_received(), script.bytes.size());
+    }
   }
 }
 
