@@ -2,7 +2,7 @@
 """busbw of 4-rank AllReduce through the plugin beside the driver's raw TCP backend, on the
 fabric emulator, in one run (sizes interleaved so machine drift hits both).
 
-Usage: fabric_bench.py FF_COLLECTIVE [--min-bytes 1M] [--max-bytes 256M] [--iters N] [--streams 2] [--json]
+Usage: fabric_bench.py FF_COLLECTIVE [--min-bytes 1M] [--max-bytes 256M] [--iters N] [--warmup 5] [--streams 2] [--json]
 Needs root (exit 77 otherwise). One rank per emulated host, all on rail 0 (NCCL_SOCKET_IFNAME=eth0);
 the plugin uses FLEXIFORCE_PATHS=<streams> paths, the raw backend the same number of sockets.
 """
@@ -24,7 +24,7 @@ def parse_bytes(s):
     return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
 
 
-def run_once(binary, state, backend, size, iters, streams, pin=False, test_all=False):
+def run_once(binary, state, backend, size, iters, streams, pin=False, test_all=False, warmup=5):
     st = json.load(open(state))
     hosts = [n for n in st["nodes"] if n["kind"] == "host"]
     nic0 = {n["host"]: n for n in st["nics"] if n["rail"] == 0}
@@ -35,7 +35,7 @@ def run_once(binary, state, backend, size, iters, streams, pin=False, test_all=F
         taskset = ["taskset", "-c", str(rank % os.cpu_count())] if pin else []
         cmd = ["ip", "netns", "exec", h["netns"]] + taskset + [binary, "--rank", str(rank), "--nranks", str(len(hosts)),
                "--rendezvous", f"{root_ip}:{PORT}", "--bind-ip", nic0[h["id"]]["ip"], "--coll", "allreduce",
-               "--min-bytes", str(size), "--max-bytes", str(size), "--iters", str(iters), "--warmup", "1",
+               "--min-bytes", str(size), "--max-bytes", str(size), "--iters", str(iters), "--warmup", str(warmup),
                "--backend", backend, "--raw-streams", str(streams), "--json", "--timeout-s", "300"] + (["--test-all"] if test_all else [])
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL))
     out = procs[0].communicate()[0]
@@ -51,9 +51,9 @@ def inside(args):
     size = parse_bytes(args.min_bytes)
     while size <= parse_bytes(args.max_bytes):
         iters = args.iters or max(3, min(20, (64 << 20) // size))
-        plugin = run_once(args.binary, state, "plugin", size, iters, args.streams, args.pin, args.test_all)
-        raw = run_once(args.binary, state, "raw", size, iters, args.streams, args.pin, args.test_all)
-        rows.append({"bytes": size, "iters": iters, "plugin_busbw_gbps": plugin, "raw_busbw_gbps": raw,
+        plugin = run_once(args.binary, state, "plugin", size, iters, args.streams, args.pin, args.test_all, args.warmup)
+        raw = run_once(args.binary, state, "raw", size, iters, args.streams, args.pin, args.test_all, args.warmup)
+        rows.append({"bytes": size, "iters": iters, "warmup": args.warmup, "plugin_busbw_gbps": plugin, "raw_busbw_gbps": raw,
                      "ratio": plugin / raw if raw else None})
         if not args.json:
             print(f"{size:>12} {plugin:>12.3f} {raw:>12.3f} {plugin / raw:>8.2f}", flush=True)
@@ -70,6 +70,9 @@ def main():
     ap.add_argument("--min-bytes", default="1M")
     ap.add_argument("--max-bytes", default="256M")
     ap.add_argument("--iters", type=int, default=0, help="timed iterations per size (default: scaled by size)")
+    ap.add_argument("--warmup", type=int, default=5,
+                    help="untimed iterations per launch before the timed ones (default 5, as nccl-tests' -w); "
+                         "a launch is a fresh connection, whose first iterations also pay its TCP slow start")
     ap.add_argument("--streams", type=int, default=2)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--pin", action="store_true",
@@ -79,6 +82,8 @@ def main():
                          "direction, as NCCL's proxy does)")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.warmup < 0 or args.iters < 0:
+        ap.error("--warmup and --iters take a whole number >= 0 (--iters 0: scaled by size)")
     args.binary = os.path.abspath(args.binary)
     if args.inside:
         return inside(args)
