@@ -172,10 +172,28 @@ uint64_t SendComm::DrainForClose(uint64_t timeout_ns) {
   // Eager messages are acknowledged lazily, and a receiver with nothing posted is not progressing:
   // once every owed byte sits in the peer's transport, ask once for the acknowledgement, give it a
   // moment, and close - nothing is lost (a failover is what would need the ring, and there is none).
+  // A send above the eager threshold (or one the ring had no room for) completes only on its
+  // acknowledgement: one still unacknowledged here never completed, so its caller abandoned it -
+  // NCCL closes with requests pending only when it aborts, often because the peer never posted the
+  // receive. Nothing was promised for it or for what follows it: the close then waits only until
+  // the eager messages before it, which did complete, are handed to the transport, not for
+  // acknowledgements that may never come (it waited up to 5 s per connection).
+  uint64_t abandoned = next_seq_;
+  for (uint64_t seq = acked_seq_; seq < next_seq_; ++seq)
+    if (!Msg(seq).eager) {
+      abandoned = seq;
+      break;
+    }
   uint64_t delivered_ns = 0;
   while (next_seq_ > acked_seq_ && error_.ok() && NowNs() - start < timeout_ns) {
     (void)Progress();
     if (next_seq_ == acked_seq_) break;
+    if (abandoned < next_seq_ && abandoned >= acked_seq_ && HandedToTransport(abandoned)) {
+      FF_INFO(NCCL_NET, "closing the send connection to %s: %llu message(s) from message %llu on never completed "
+              "(the caller closed with its send pending, as an abort does); not waiting for them", peer_.c_str(),
+              static_cast<unsigned long long>(next_seq_ - abandoned), static_cast<unsigned long long>(abandoned));
+      return next_seq_ - acked_seq_;
+    }
     if (OwedOnlyAcknowledgements()) {
       const uint64_t now = NowNs();
       if (delivered_ns == 0) {
@@ -353,6 +371,16 @@ bool SendComm::SendUnsolicited(SendMsg& m) {
   m.dest = RecvDescriptor{};  // a stream ignores it; the receiver checks tag and size on arrival
   ++unsolicited_messages_;
   return true;
+}
+
+bool SendComm::HandedToTransport(uint64_t end_seq) const {
+  for (uint64_t seq = acked_seq_; seq < end_seq; ++seq) {
+    const SendMsg& m = msgs_[seq % kMaxMsgs];
+    if (!m.matched || m.next_offset < m.size || (m.size == 0 && !m.zero_queued) || m.resend_count > 0) return false;
+  }
+  for (const auto& p : paths_)
+    if (p->alive() && p->queued_data_frames() > 0) return false;
+  return !failover_.active;
 }
 
 bool SendComm::OwedOnlyAcknowledgements() const {

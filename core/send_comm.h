@@ -108,6 +108,8 @@ class SendComm final : public Comm {
   // Every message owed is eager, wholly handed over, and every live path's peer holds all it was
   // sent: only the acknowledgement is missing, and nothing needs re-sending.
   bool OwedOnlyAcknowledgements() const;
+  // Every message before end_seq was scheduled whole and nothing waits in a path's queue (close).
+  bool HandedToTransport(uint64_t end_seq) const;
 
   RequestPool<SendRequest> pool_;
   std::array<SendMsg, kMaxMsgs> msgs_{};

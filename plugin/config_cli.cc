@@ -61,7 +61,7 @@ void PrintMarkdown() {
     switch (s.type) {
       case KnobType::kInt:
       case KnobType::kBytes:
-        range = std::to_string(s.min) + " to " + std::to_string(s.max);
+        range = (s.zero_means_off ? "0, or " : "") + std::to_string(s.min) + " to " + std::to_string(s.max);
         break;
       case KnobType::kBool:
         range = "0 or 1";
@@ -153,6 +153,7 @@ int RunConfigCommand(int argc, char** argv) {
       if (v.spec->type == KnobType::kInt || v.spec->type == KnobType::kBytes) {
         k["min"] = v.spec->min;
         k["max"] = v.spec->max;
+        if (v.spec->zero_means_off) k["zero_accepted"] = true;
       }
       if (!v.error.empty()) k["error"] = v.error;
       out["knobs"].push_back(k);

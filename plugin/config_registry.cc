@@ -32,8 +32,10 @@ const std::vector<KnobSpec> kSpecs = {
      "spread a communicator's paths over every selected local and remote interface (1) or keep them on "
      "the device's own interface (0); over verbs: QP i on NCCL's port or the next ones by index, cyclically, "
      "at most 4 ports (1), or every QP on NCCL's port (0)"},
-    {"FLEXIFORCE_SOCKET_BUFFER", KnobType::kBytes, "0", 0, 1 * kGiB,
-     "SO_SNDBUF/SO_RCVBUF per path; 0 keeps the kernel's autotuning"},
+    {"FLEXIFORCE_SOCKET_BUFFER", KnobType::kBytes, "0", 64 * kKiB, 1 * kGiB,
+     "SO_SNDBUF/SO_RCVBUF per path; 0 keeps the kernel's autotuning (smaller buffers than 64K stalled "
+     "a connection for good: a receive window below one segment of a 64 KiB-MTU link)",
+     nullptr, true},
     {"FLEXIFORCE_CONNECT_TIMEOUT_MS", KnobType::kInt, "30000", 100, 3600000,
      "how long connect/accept keep trying before reporting an error"},
     {"FLEXIFORCE_PEER_TIMEOUT_MS", KnobType::kInt, "10000", 100, 3600000,
@@ -269,10 +271,10 @@ bool ConfigRegistry::ParseValue(const KnobSpec& spec, const std::string& text, i
     }
     case KnobType::kBytes: {
       int64_t v = 0;
-      if (!ParseBytes(text, &v) || v < spec.min || v > spec.max) {
-        *error = std::string(spec.name) + "='" + text + "' is not valid; accepted: bytes from " +
-                 std::to_string(spec.min) + " to " + std::to_string(spec.max) +
-                 ", optionally with a K, M or G suffix";
+      if (!ParseBytes(text, &v) || ((v < spec.min || v > spec.max) && !(spec.zero_means_off && v == 0))) {
+        *error = std::string(spec.name) + "='" + text + "' is not valid; accepted: " +
+                 (spec.zero_means_off ? "0, or " : "") + "bytes from " + std::to_string(spec.min) + " to " +
+                 std::to_string(spec.max) + ", optionally with a K, M or G suffix";
         return false;
       }
       *number = v;

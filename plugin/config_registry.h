@@ -20,6 +20,7 @@ struct KnobSpec {
   int64_t max;
   const char* doc;
   const char* choices = nullptr;  // kChoice: the accepted words, '|'-separated; number = the word's index
+  bool zero_means_off = false;    // numeric knobs: 0 is accepted besides [min, max] (off, or the kernel's default)
 };
 
 // A knob's resolved value and where it came from.

@@ -376,7 +376,11 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
           all_done = false;
           continue;
         }
-        Status s = RemoteError(ErrnoMessage("connect to " + tcp::PeerToString(a.remote), err));
+        const bool retried = err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH;
+        Status s = RemoteError(ErrnoMessage("connect to " + tcp::PeerToString(a.remote), err) +
+                               (retried ? ", still after retrying for " + std::to_string(cfg.connect_timeout_ms) +
+                                              " ms (FLEXIFORCE_CONNECT_TIMEOUT_MS): is the peer's listener gone?"
+                                        : std::string()));
         claim.Finish(handle);
         return s;
       }

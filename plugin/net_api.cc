@@ -247,8 +247,8 @@ Status GetProperties(int dev, Properties* props) {
   props->latency_us = 0;
   props->max_comms = 65536;
   props->max_recvs = kMaxRecvs;
-  props->max_p2p_bytes = 1ull << 30;
-  props->max_coll_bytes = 1ull << 30;
+  props->max_p2p_bytes = kMaxMessageSize;
+  props->max_coll_bytes = kMaxMessageSize;
   props->ptr_support = NCCL_PTR_HOST;
   if (st.verbs()) {
     const VerbsDevice& v = st.verbs_devices()[static_cast<size_t>(dev)];
@@ -276,6 +276,7 @@ Status Listen(void* ctx, int dev, void* handle, void** listen_comm) {
   ExpireAbandonedConnects();
   NetContext* c = ContextOf(ctx);
   if (c == nullptr) return InvalidArgument("listen: not a context returned by init");
+  if (handle == nullptr || listen_comm == nullptr) return InvalidArgument("listen: handle and listenComm must not be NULL");
   std::unique_ptr<ListenComm> lc;
   Status s = ListenComm::Create(c, dev, handle, &lc);
   if (!s.ok()) return s;
@@ -285,11 +286,16 @@ Status Listen(void* ctx, int dev, void* handle, void** listen_comm) {
 
 Status Connect(void* ctx, int dev, const ncclNetCommConfig_t* config, void* handle, void** send_comm) {
   if (Status s = RequireInit(); !s.ok()) return s;
+  if (send_comm == nullptr) return InvalidArgument("connect: sendComm must not be NULL");
   *send_comm = nullptr;
   NetContext* c = ContextOf(ctx);
   if (c == nullptr) return InvalidArgument("connect: not a context returned by init");
+  if (handle == nullptr) return InvalidArgument("connect: handle must not be NULL");
   std::unique_ptr<SendComm> comm;
   Status s = ConnectStep(c, config ? config->trafficClass : FF_NCCL_NET_TRAFFIC_CLASS_UNDEF, dev, handle, &comm);
+  // A peer's failure is otherwise logged by the communicator it failed; before one exists (the
+  // listener gone, refused, a timeout) nobody else would say why connect returned an error.
+  if (s.code() == ErrorCode::kRemote) FF_WARN("connect: %s", s.message().c_str());
   if (!s.ok() || !comm) return s;
   auto* h = new SendHandle;
   h->comm = std::move(comm);
@@ -300,11 +306,13 @@ Status Connect(void* ctx, int dev, const ncclNetCommConfig_t* config, void* hand
 }
 
 Status Accept(void* listen_comm, void** recv_comm) {
+  if (recv_comm == nullptr) return InvalidArgument("accept: recvComm must not be NULL");
   *recv_comm = nullptr;
   auto* lc = static_cast<ListenComm*>(listen_comm);
   if (lc == nullptr || lc->magic != ListenComm::kMagic) return InvalidArgument("accept: not a listen comm");
   std::unique_ptr<RecvComm> comm;
   Status s = lc->Accept(&comm);
+  if (s.code() == ErrorCode::kRemote) FF_WARN("accept: %s", s.message().c_str());
   if (!s.ok() || !comm) return s;
   auto* h = new RecvHandle;
   h->comm = std::move(comm);
@@ -397,6 +405,11 @@ Status DeregMr(void*, void* mhandle) {
 Status Isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void* phandle, void** request) {
   auto* h = static_cast<SendHandle*>(send_comm);
   if (h == nullptr || h->magic != SendHandle::kMagic) return InvalidArgument("isend: not a send comm");
+  if (request == nullptr) return InvalidArgument("isend: request must not be NULL");
+  // What getProperties promises NCCL (maxP2pBytes, maxCollBytes); test() reports sizes as int.
+  if (size > kMaxMessageSize)
+    return InvalidArgument("isend: size " + std::to_string(size) + " above the largest message, " +
+                           std::to_string(kMaxMessageSize) + " bytes (maxP2pBytes/maxCollBytes)");
   const MemoryRegion* region = nullptr;
   if (Status s = RegionOf("isend", mhandle, &region); !s.ok()) return s;
   SendRequest* r = nullptr;
@@ -412,9 +425,10 @@ Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int
   // serves buffers NCCL never registered).
   auto* h = static_cast<RecvHandle*>(recv_comm);
   if (h == nullptr || h->magic != RecvHandle::kMagic) return InvalidArgument("irecv: not a receive comm");
-  if (n < 1 || n > kMaxRecvs || data == nullptr || sizes == nullptr || tags == nullptr)
-    return InvalidArgument("irecv: n=" + std::to_string(n) + " (accepted 1 to " + std::to_string(kMaxRecvs) +
-                           ") with non-NULL data, sizes and tags");
+  if (n < 1 || n > kMaxRecvs)
+    return InvalidArgument("irecv: n=" + std::to_string(n) + " (accepted 1 to " + std::to_string(kMaxRecvs) + ")");
+  if (data == nullptr || sizes == nullptr || tags == nullptr || request == nullptr)
+    return InvalidArgument("irecv: data, sizes, tags and request must not be NULL");
   uint64_t s64[kMaxRecvs];
   for (int i = 0; i < n; ++i) s64[i] = sizes[i];
   RecvRequest* r = nullptr;
@@ -527,6 +541,7 @@ Status Iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhan
 
 Status Test(void* request, int* done, int* sizes) {
   if (request == nullptr) return InvalidArgument("test: request is NULL");
+  if (done == nullptr) return InvalidArgument("test: done must not be NULL");
   auto* base = static_cast<Request*>(request);
   switch (base->kind) {
     case RequestKind::kFlush: {

@@ -9,6 +9,10 @@
 
 namespace ff::net {
 
+// The largest message isend takes, and what getProperties reports as maxP2pBytes and maxCollBytes
+// (NCCL splits larger transfers); test() reports sizes as int, so it must stay below INT_MAX.
+constexpr size_t kMaxMessageSize = size_t{1} << 30;
+
 // Properties common to all table versions; each table copies what its layout has.
 struct Properties {
   char* name;

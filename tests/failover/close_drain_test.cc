@@ -75,5 +75,55 @@ TEST(CloseDrain, APeerThatResetsAfterItHadEverythingIsAnOrderlyClose) {
   }
 }
 
+// NCCL closes with a send pending only when it aborts - typically because the peer never posted the
+// receive. A send above the eager threshold completes only on its acknowledgement, so nothing was
+// promised for it: the close must not wait for an acknowledgement that cannot come (it waited up to
+// 5 s per connection, so tearing down 64 peers took minutes). The eager messages before it did
+// complete, and the receiver still gets every one of them.
+TEST(CloseDrain, ASendItsCallerNeverSawCompleteDoesNotHoldTheClose) {
+  testing::FdPair p = testing::MakeFdPair(false);  // eager threshold 4 KiB
+  constexpr int kEager = 3;
+  std::vector<char> small(1000);
+  for (int i = 0; i < kEager; ++i) {
+    std::memset(small.data(), 'k' + i, small.size());
+    SendRequest* r = nullptr;
+    for (int tries = 0; r == nullptr && tries < 1000; ++tries)
+      ASSERT_TRUE(p.send->Isend(small.data(), small.size(), 3, nullptr, &r).ok());
+    ASSERT_NE(r, nullptr);
+    int done = 0;
+    ASSERT_TRUE(p.send->Test(r, &done, nullptr).ok());
+    ASSERT_EQ(done, 1) << "eager message " << i << " did not complete at once";
+  }
+  std::vector<char> big(1 << 20, 'B');  // above the threshold: completes on its acknowledgement only
+  SendRequest* pending = nullptr;
+  for (int tries = 0; pending == nullptr && tries < 1000; ++tries)
+    ASSERT_TRUE(p.send->Isend(big.data(), big.size(), 4, nullptr, &pending).ok());
+  ASSERT_NE(pending, nullptr);
+  int done = 0;
+  ASSERT_TRUE(p.send->Test(pending, &done, nullptr).ok());
+  ASSERT_EQ(done, 0) << "a send above the eager threshold completed before any receive was posted";
+  const auto t0 = std::chrono::steady_clock::now();
+  p.send->DrainForClose(5'000'000'000ull);  // what closeSend allows at most
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(waited, 1.0) << "the close waited " << waited << " s for a send its caller had abandoned";
+  EXPECT_TRUE(p.send->error().ok()) << p.send->error().message();
+  // The messages that completed were handed over before the close: the receiver gets all of them.
+  std::vector<std::vector<char>> rbuf(kEager, std::vector<char>(4096, 0));
+  std::vector<RecvRequest*> rreq(kEager);
+  for (int i = 0; i < kEager; ++i) ASSERT_NE(rreq[i] = testing::PostRecv(*p.recv, rbuf[i], 3), nullptr);
+  int got = 0;
+  std::vector<int> rdone(kEager, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (got < kEager && std::chrono::steady_clock::now() < deadline)
+    for (int i = 0; i < kEager; ++i) {
+      if (rdone[i]) continue;
+      uint64_t sizes[kMaxRecvs];
+      ASSERT_TRUE(p.recv->Test(rreq[i], &rdone[i], sizes).ok()) << p.recv->error().message();
+      got += rdone[i];
+    }
+  ASSERT_EQ(got, kEager);
+  for (int i = 0; i < kEager; ++i) EXPECT_EQ(rbuf[i][999], static_cast<char>('k' + i)) << "message " << i;
+}
+
 }  // namespace
 }  // namespace ff

@@ -57,6 +57,26 @@ TEST(ConfigRegistry, OutOfRangeIsRejected) {
   EXPECT_EQ(c.chunk_bytes, 512 * 1024);
 }
 
+// A socket buffer below one segment of a 64 KiB-MTU link (loopback) stalled a connection for good
+// (the receive window never opened wide enough): 0 (the kernel's autotuning) or 64K and up only.
+TEST(ConfigRegistry, SocketBufferIsZeroOrAtLeast64K) {
+  const std::pair<const char*, int64_t> good[] = {{"0", 0}, {"64K", 65536}, {"65536", 65536}, {"4M", 4 << 20}};
+  for (const auto& [ok, want] : good) {
+    Config c = ConfigRegistry::ToConfig(ConfigRegistry::Resolve(Env({{"FLEXIFORCE_SOCKET_BUFFER", ok}})));
+    EXPECT_EQ(c.socket_buffer_bytes, want) << ok;
+  }
+  for (const char* bad : {"1", "4096", "12288", "16K", "65535", "-1"}) {
+    auto values = ConfigRegistry::Resolve(Env({{"FLEXIFORCE_SOCKET_BUFFER", bad}}));
+    std::string error;
+    for (const auto& v : values)
+      if (std::string(v.spec->name) == "FLEXIFORCE_SOCKET_BUFFER") error = v.error;
+    EXPECT_EQ(error, std::string("FLEXIFORCE_SOCKET_BUFFER='") + bad +
+                         "' is not valid; accepted: 0, or bytes from 65536 to 1073741824, optionally with a K, M "
+                         "or G suffix; using the default 0");
+    EXPECT_EQ(ConfigRegistry::ToConfig(values).socket_buffer_bytes, 0) << bad;
+  }
+}
+
 TEST(ConfigRegistry, EveryKnobIsDocumented) {
   for (const auto& s : ConfigRegistry::Specs()) {
     EXPECT_GT(std::string(s.doc).size(), 20u) << s.name;

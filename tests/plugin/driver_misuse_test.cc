@@ -1,0 +1,181 @@
+// A driver's misuse of the v11 table, as NCCL itself never commits it but other drivers and fault
+// injectors do: NULL out-pointers, a message above what getProperties promises, a connect whose
+// listener is gone. Each is an error naming the input - never a crash - and a connect that fails
+// says why in a WARN even though no communicator exists yet to report it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cli/plugin_loader.h"
+#include "plugin/net_api.h"
+
+namespace ff::testing {
+namespace {
+
+std::mutex g_mu;
+std::vector<std::string> g_warns;
+
+void CaptureLogger(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
+  if (level != NCCL_LOG_WARN) return;
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_warns.emplace_back(buf);
+}
+
+std::string WarnsContaining(const std::string& needle) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::string all;
+  for (const auto& w : g_warns)
+    if (w.find(needle) != std::string::npos) all += w + "\n";
+  return all;
+}
+
+class DriverMisuse : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Read at the plugin's first init in this process (ctest runs each test in a process of its own).
+    setenv("FLEXIFORCE_CONNECT_TIMEOUT_MS", "500", 1);
+    setenv("NCCL_DEBUG", "WARN", 1);
+    net_ = lib_.V11();
+    ncclNetCommConfig_t cfg{-1};
+    ASSERT_EQ(net_->init(&ctx_, 1, &cfg, CaptureLogger, nullptr), ncclSuccess);
+  }
+  void TearDown() override { net_->finalize(ctx_); }
+
+  // A connected pair within this process: connect and accept alternate, as NCCL's proxy would run them.
+  void Connect(void** sc, void** rc, void** lc) {
+    char handle[128];
+    ASSERT_EQ(net_->listen(ctx_, 0, handle, lc), ncclSuccess);
+    ncclNetDeviceHandle_t* dc = nullptr;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    *sc = *rc = nullptr;
+    while ((*sc == nullptr || *rc == nullptr) && std::chrono::steady_clock::now() < deadline) {
+      if (*sc == nullptr) {
+        ASSERT_EQ(net_->connect(ctx_, 0, handle, sc, &dc), ncclSuccess);
+      }
+      if (*rc == nullptr) {
+        ASSERT_EQ(net_->accept(*lc, rc, &dc), ncclSuccess);
+      }
+    }
+    ASSERT_NE(*sc, nullptr);
+    ASSERT_NE(*rc, nullptr);
+  }
+
+  PluginLibrary lib_;
+  const ncclNet_v11_t* net_ = nullptr;
+  void* ctx_ = nullptr;
+};
+
+TEST_F(DriverMisuse, NullOutPointersAreInvalidArguments) {
+  char handle[128];
+  ncclNetDeviceHandle_t* dc = nullptr;
+  EXPECT_EQ(net_->listen(ctx_, 0, handle, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(net_->listen(ctx_, 0, nullptr, nullptr), ncclInvalidArgument);
+  void *sc = nullptr, *rc = nullptr, *lc = nullptr;
+  Connect(&sc, &rc, &lc);
+  ASSERT_FALSE(HasFatalFailure());
+  char other[128];
+  void* lc2 = nullptr;
+  ASSERT_EQ(net_->listen(ctx_, 0, other, &lc2), ncclSuccess);
+  EXPECT_EQ(net_->connect(ctx_, 0, other, nullptr, &dc), ncclInvalidArgument);
+  void* unused = nullptr;
+  EXPECT_EQ(net_->connect(ctx_, 0, nullptr, &unused, &dc), ncclInvalidArgument);
+  EXPECT_EQ(unused, nullptr);
+  EXPECT_EQ(net_->accept(lc2, nullptr, &dc), ncclInvalidArgument);
+
+  std::vector<char> buf(64, 'm');
+  EXPECT_EQ(net_->isend(sc, buf.data(), buf.size(), 1, nullptr, nullptr, nullptr), ncclInvalidArgument);
+  void* data = buf.data();
+  size_t size = buf.size();
+  int tag = 1;
+  EXPECT_EQ(net_->irecv(rc, 1, &data, &size, &tag, nullptr, nullptr, nullptr), ncclInvalidArgument);
+  const std::string named = WarnsContaining("must not be NULL");
+  for (const char* call : {"listen:", "connect:", "accept:", "isend:", "irecv:"})
+    EXPECT_NE(named.find(call), std::string::npos) << call << " gave no WARN naming the NULL argument:\n" << named;
+
+  // The connection still carries a message, and test() with a NULL `done` is refused, not followed.
+  void* sreq = nullptr;
+  void* rreq = nullptr;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sreq == nullptr && std::chrono::steady_clock::now() < deadline)
+    ASSERT_EQ(net_->isend(sc, buf.data(), buf.size(), 1, nullptr, nullptr, &sreq), ncclSuccess);
+  std::vector<char> rbuf(64, 0);
+  data = rbuf.data();
+  while (rreq == nullptr && std::chrono::steady_clock::now() < deadline)
+    ASSERT_EQ(net_->irecv(rc, 1, &data, &size, &tag, nullptr, nullptr, &rreq), ncclSuccess);
+  ASSERT_NE(sreq, nullptr);
+  ASSERT_NE(rreq, nullptr);
+  EXPECT_EQ(net_->test(rreq, nullptr, nullptr), ncclInvalidArgument);
+  int sdone = 0, rdone = 0;
+  int sizes[1] = {0};
+  while ((!sdone || !rdone) && std::chrono::steady_clock::now() < deadline) {
+    if (!sdone) {
+      ASSERT_EQ(net_->test(sreq, &sdone, nullptr), ncclSuccess);
+    }
+    if (!rdone) {
+      ASSERT_EQ(net_->test(rreq, &rdone, sizes), ncclSuccess);
+    }
+  }
+  ASSERT_TRUE(sdone && rdone);
+  EXPECT_EQ(sizes[0], 64);
+  EXPECT_EQ(rbuf[63], 'm');
+  EXPECT_EQ(net_->closeSend(sc), ncclSuccess);
+  EXPECT_EQ(net_->closeRecv(rc), ncclSuccess);
+  EXPECT_EQ(net_->closeListen(lc), ncclSuccess);
+  EXPECT_EQ(net_->closeListen(lc2), ncclSuccess);
+}
+
+TEST_F(DriverMisuse, AMessageAboveMaxP2pBytesIsRefusedNamingTheLimit) {
+  ncclNetProperties_v11_t props{};
+  ASSERT_EQ(net_->getProperties(0, &props), ncclSuccess);
+  EXPECT_EQ(props.maxP2pBytes, net::kMaxMessageSize);
+  EXPECT_EQ(props.maxCollBytes, net::kMaxMessageSize);
+  ASSERT_LE(props.maxP2pBytes, size_t{INT_MAX}) << "test() could not report a message this large";
+  void *sc = nullptr, *rc = nullptr, *lc = nullptr;
+  Connect(&sc, &rc, &lc);
+  ASSERT_FALSE(HasFatalFailure());
+  char byte = 0;  // never read: the size is refused first
+  void* req = nullptr;
+  EXPECT_EQ(net_->isend(sc, &byte, props.maxP2pBytes + 1, 1, nullptr, nullptr, &req), ncclInvalidArgument);
+  EXPECT_EQ(net_->isend(sc, &byte, size_t{5} << 30, 1, nullptr, nullptr, &req), ncclInvalidArgument);
+  EXPECT_EQ(req, nullptr);
+  EXPECT_NE(WarnsContaining(std::to_string(props.maxP2pBytes) + " bytes (maxP2pBytes").find("isend: size"),
+            std::string::npos)
+      << "no WARN naming the limit";
+  EXPECT_EQ(net_->closeSend(sc), ncclSuccess);
+  EXPECT_EQ(net_->closeRecv(rc), ncclSuccess);
+  EXPECT_EQ(net_->closeListen(lc), ncclSuccess);
+}
+
+TEST_F(DriverMisuse, AConnectWhoseListenerIsGoneFailsWithAWarnSayingWhy) {
+  char handle[128];
+  void* lc = nullptr;
+  ASSERT_EQ(net_->listen(ctx_, 0, handle, &lc), ncclSuccess);
+  ASSERT_EQ(net_->closeListen(lc), ncclSuccess);  // its port now refuses connections
+  void* sc = nullptr;
+  ncclNetDeviceHandle_t* dc = nullptr;
+  ncclResult_t r = ncclSuccess;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (r == ncclSuccess && sc == nullptr && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+    r = net_->connect(ctx_, 0, handle, &sc, &dc);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r, ncclRemoteError);
+  EXPECT_EQ(sc, nullptr);
+  EXPECT_LT(waited, 10.0) << "FLEXIFORCE_CONNECT_TIMEOUT_MS=500 was not honoured";
+  const std::string why = WarnsContaining("connect: ");
+  EXPECT_NE(why.find("FLEXIFORCE_CONNECT_TIMEOUT_MS"), std::string::npos)
+      << "the failed connect left no WARN naming the cause and the knob; WARNs:\n" << why;
+}
+
+}  // namespace
+}  // namespace ff::testing
