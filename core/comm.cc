@@ -368,12 +368,12 @@ bool Comm::HandlePump(Path& p, PumpResult r) {
 }
 
 bool Comm::PeerClosedAfterAll(Path& p, int err) {
-  if (!closing_ || (err != ECONNRESET && err != EPIPE) || !p.alive()) return false;
+  if (!(closing_ || PeerClosesFirst()) || (err != ECONNRESET && err != EPIPE) || !p.alive()) return false;
   // What the peer sent before it closed is still readable: its last acknowledgement may be on any path.
   for (auto& q : paths_)
     if (q->alive()) (void)q->Poll(*this);
   if (!error_.ok() || !p.alive() || !NothingOwed()) return false;
-  FF_INFO(NCCL_NET, "path %d (%s) to %s: the peer closed its end (%s) after it had every message", p.index(),
+  FF_INFO(NCCL_NET, "path %d (%s) to %s: the peer closed its end (%s) with nothing owed either way", p.index(),
           p.Describe().c_str(), peer_.c_str(), std::strerror(err));
   St(p.index()).closed_by_peer = true;
   p.MarkDead();

@@ -160,9 +160,14 @@ class Comm : public FrameSink {
   // closed its end while a frame of ours sat unread there (a close then resets instead of ending
   // in order), not a failure to recover from.
   bool closing_ = false;
-  // While closing, a path the peer reset or closed (`err`: ECONNRESET, EPIPE): reads what every path
-  // still holds first (the last acknowledgement may wait on another one), then, when nothing is owed,
-  // lets the path go as an orderly close does (no failover, no warning) and returns true.
+  // Whether the peer normally closes first: a sender's eager messages complete before they are
+  // delivered, so it closes (and resets a path where a frame of ours sat unread) while its receiver
+  // still reads the last of them.
+  virtual bool PeerClosesFirst() const { return false; }
+  // While closing (or always, where the peer closes first), a path the peer reset or closed (`err`:
+  // ECONNRESET, EPIPE): reads what every path still holds first (the last acknowledgement or message
+  // may wait on another one), then, when nothing is owed, lets the path go as an orderly close does
+  // (no failover, no warning) and returns true.
   bool PeerClosedAfterAll(Path& p, int err);
   // After the first fatal error: the receiver tells its sender, so neither side waits on the other.
   virtual void OnFailed() {}

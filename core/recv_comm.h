@@ -34,6 +34,7 @@ class RecvComm final : public Comm {
   static constexpr uint64_t kDoneWindow = 1024;  // > kMaxRequests * kMaxRecvs messages in flight
 
   bool ExpectingTraffic() const override { return active_count_ > 0; }
+  bool PeerClosesFirst() const override { return true; }
   RecvEntry* FindEntry(const FrameHeader& h, RecvRequest** req);
   // A data frame arriving on lane `pi` (a path's index, or kStageLane for a staged frame): matches
   // it to its posted buffer (or stages it when none is posted yet) and says where its payload goes.

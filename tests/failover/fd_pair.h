@@ -25,6 +25,7 @@ struct FdPair {
   std::unique_ptr<SendComm> send;
   std::unique_ptr<RecvComm> recv;
   std::vector<int> send_fds;
+  std::vector<int> recv_fds;
 };
 
 inline FdPair MakeFdPair(bool watchdog, CommOptions o = EagerOptions()) {
@@ -37,6 +38,7 @@ inline FdPair MakeFdPair(bool watchdog, CommOptions o = EagerOptions()) {
     EXPECT_TRUE(tcp::SetNonBlocking(fds[0]).ok());
     EXPECT_TRUE(tcp::SetNonBlocking(fds[1]).ok());
     p.send_fds.push_back(fds[0]);
+    p.recv_fds.push_back(fds[1]);
     s.push_back(std::make_unique<StreamPath>(i, std::make_unique<FdStream>(fds[0], true)));
     r.push_back(std::make_unique<StreamPath>(i, std::make_unique<FdStream>(fds[1], true)));
   }
