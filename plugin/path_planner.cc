@@ -139,6 +139,8 @@ RouteLinks AcceptedPathRoute(const sockaddr_storage& connecting, const sockaddr_
   const std::string from = tcp::AddressToString(connecting), to = tcp::AddressToString(accepting);
   std::string note;
   auto oracle = OracleFor({to}, {from}, &note);
+  // Observing only, this is where the file is first read (steering reads it at connect).
+  if (!note.empty()) FF_WARN("path oracle: %s", note.c_str());
   auto choice = oracle->Query({from}, to, 0, 0);
   if (!choice->routed) return {};
   const uint16_t port = connecting.ss_family == AF_INET

@@ -50,7 +50,11 @@ ParseResult<uint64_t> ParseSlaLatencyNs(const char* text) {
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), number, std::chars_format::fixed);
   if (ec != std::errc() || end == s.data()) return {std::nullopt, LatencyError(text, "not a number")};
   const double unit_ns = UnitNs(std::string_view(end, static_cast<size_t>(s.data() + s.size() - end)));
-  if (unit_ns == 0.0) return {std::nullopt, LatencyError(text, "unknown unit")};
+  if (unit_ns == 0.0) {
+    const bool exponent = end < s.data() + s.size() && (*end == 'e' || *end == 'E') && end + 1 < s.data() + s.size() &&
+                          (std::isdigit(static_cast<unsigned char>(end[1])) || end[1] == '+' || end[1] == '-');
+    return {std::nullopt, LatencyError(text, exponent ? "exponent notation is not accepted" : "unknown unit")};
+  }
   if (!std::isfinite(number)) return {std::nullopt, LatencyError(text, "not finite")};
   if (number < 0) return {std::nullopt, LatencyError(text, "negative")};
   const double ns = std::round(number * unit_ns);
@@ -65,8 +69,8 @@ ParseResult<bool> ParseEnable(const char* text) {
   if (v == "1" || v == "true" || v == "on" || v == "yes") return {true, {}};
   if (v.empty() || v == "0" || v == "false" || v == "off" || v == "no") return {false, {}};
   return {false, std::string(kEnvEnable) + "='" + text +
-                     "' is invalid; accepted: 1 to steer (choose paths and traffic classes, fail over), "
-                     "0 or unset to observe only; observing"};
+                     "' is invalid; accepted: 1, true, on or yes to steer (choose paths and traffic classes, "
+                     "fail over), 0, false, off, no or unset to observe only; observing"};
 }
 
 SlaDeclaration ReadSlaDeclaration(const EnvLookup& env, Warnings& warnings, const ProcessIdentity& self) {

@@ -46,6 +46,8 @@ class DriverMisuse : public ::testing::Test {
     // Read at the plugin's first init in this process (ctest runs each test in a process of its own).
     setenv("FLEXIFORCE_CONNECT_TIMEOUT_MS", "500", 1);
     setenv("NCCL_DEBUG", "WARN", 1);
+    unsetenv("AI_FLEXIFORCE_ENABLE");  // observe only
+    setenv("FLEXIFORCE_TOPOLOGY", "/nonexistent/flexiforce-topology.json", 1);
     net_ = lib_.V11();
     ncclNetCommConfig_t cfg{-1};
     ASSERT_EQ(net_->init(&ctx_, 1, &cfg, CaptureLogger, nullptr), ncclSuccess);
@@ -152,6 +154,21 @@ TEST_F(DriverMisuse, AMessageAboveMaxP2pBytesIsRefusedNamingTheLimit) {
   EXPECT_NE(WarnsContaining(std::to_string(props.maxP2pBytes) + " bytes (maxP2pBytes").find("isend: size"),
             std::string::npos)
       << "no WARN naming the limit";
+  EXPECT_EQ(net_->closeSend(sc), ncclSuccess);
+  EXPECT_EQ(net_->closeRecv(rc), ncclSuccess);
+  EXPECT_EQ(net_->closeListen(lc), ncclSuccess);
+}
+
+// Observing only, the topology file serves the route-fate rule, read at the first accept: one that
+// cannot be read was ignored without a word.
+TEST_F(DriverMisuse, AnUnreadableTopologyFileIsReportedWhenOnlyObserving) {
+  void *sc = nullptr, *rc = nullptr, *lc = nullptr;
+  Connect(&sc, &rc, &lc);
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string w = WarnsContaining("FLEXIFORCE_TOPOLOGY");
+  EXPECT_NE(w.find("/nonexistent/flexiforce-topology.json"), std::string::npos)
+      << "no WARN naming the unreadable topology file:\n" << w;
+  EXPECT_NE(w.find("embedded default graph"), std::string::npos) << w;
   EXPECT_EQ(net_->closeSend(sc), ncclSuccess);
   EXPECT_EQ(net_->closeRecv(rc), ncclSuccess);
   EXPECT_EQ(net_->closeListen(lc), ncclSuccess);

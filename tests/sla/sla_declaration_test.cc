@@ -41,6 +41,16 @@ TEST(SlaLatencyParse, RejectsBadValuesNamingVariableAndForm) {
   }
 }
 
+TEST(SlaLatencyParse, ExponentNotationIsNamedNotCalledAUnit) {
+  for (const char* bad : {"1e9", "5E3", "2e-3", "1e+2"}) {
+    const auto r = ParseSlaLatencyNs(bad);
+    EXPECT_FALSE(r.value) << bad;
+    EXPECT_NE(r.error.find("exponent notation is not accepted"), std::string::npos) << r.error;
+  }
+  EXPECT_NE(ParseSlaLatencyNs("5 parsecs").error.find("unknown unit"), std::string::npos);
+  EXPECT_NE(ParseSlaLatencyNs("5em").error.find("unknown unit"), std::string::npos);
+}
+
 TEST(SlaLatencyParse, TenSecondsIsTheLargestAccepted) {
   EXPECT_EQ(ParseSlaLatencyNs("10s").value, kMaxSlaLatencyNs);
   EXPECT_FALSE(ParseSlaLatencyNs("10000001").value);
@@ -58,6 +68,11 @@ TEST(EnableParse, GarbageObservesAndReports) {
   const auto r = ParseEnable("2");
   EXPECT_FALSE(*r.value);
   EXPECT_NE(r.error.find("AI_FLEXIFORCE_ENABLE"), std::string::npos);
+  // The message lists every word the parser takes, not only 1 and 0.
+  for (const char* word : {"true", "on", "yes", "false", "off", "no"}) {
+    EXPECT_NE(r.error.find(word), std::string::npos) << word << " missing from: " << r.error;
+    EXPECT_TRUE(ParseEnable(word).error.empty()) << word;
+  }
 }
 
 TEST(SlaDeclaration, ReadsAllThreeVariables) {
