@@ -802,6 +802,22 @@ void SendComm::CheckAckTimeout(uint64_t now_ns) {
     stuck_reported_ = false;
     return;
   }
+  // The oldest message owed cannot be acknowledged before its last byte is handed to the transport.
+  // A long one (a slow receiver, a caller that comes by rarely) may take longer than the timeout to
+  // write, and between two writes its paths can look idle: empty queues, nothing unacknowledged in
+  // the kernel. Its clock moves with every chunk written (the back-off streak stays), and it is never
+  // re-sent while still being written. A write that stops for good still gets the report below.
+  const SendMsg& head = Msg(acked_seq_);
+  const bool head_writing = head.matched && (head.next_offset < head.size || head.resend_count > 0);
+  if (head_mark_seq_ != head.seq + 1 || head_mark_offset_ != head.next_offset) {
+    head_mark_seq_ = head.seq + 1;
+    head_mark_offset_ = head.next_offset;
+    if (head.matched) {
+      ack_progress_ns_ = now_ns;
+      stuck_reported_ = false;
+      return;
+    }
+  }
   // Doubles while nothing is acknowledged, so a receiver that merely stopped progressing costs a
   // few duplicate transfers, not a storm.
   if (!stuck_reported_ && now_ns - ack_progress_ns_ >= kStuckReportNs) {
@@ -818,7 +834,7 @@ void SendComm::CheckAckTimeout(uint64_t now_ns) {
   // CPU-pressure allowance (200 ms when saturated) before re-sending what its kernel holds.
   const uint64_t timeout_ns = std::max((uint64_t{opts_.resend_timeout_ms} * 1'000'000) << std::min(timeout_streak_, 6u),
                                        4 * PathWatchdog::PressureAllowance(now_ns));
-  if (now_ns - ack_progress_ns_ < timeout_ns) return;
+  if (now_ns - ack_progress_ns_ < timeout_ns || head_writing) return;
   // Only when everything we wrote has reached the peer's kernel (nothing queued here, nothing
   // unacknowledged in any live socket): then the receiver dropped it, e.g. with a path it reset,
   // and only a re-send recovers. A slow link never gets here - its bytes are still in flight.

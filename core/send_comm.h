@@ -151,6 +151,10 @@ class SendComm final : public Comm {
   bool ack_clock_restart_ = false;  // a descriptor made a message owed: its clock starts now
   uint64_t timeout_resends_ = 0;
   uint32_t timeout_streak_ = 0;
+  // How far the oldest message owed was handed to the transport at the last look (its sequence + 1,
+  // and offset): while that moves, the message is still being written and cannot be overdue.
+  uint64_t head_mark_seq_ = 0;
+  uint64_t head_mark_offset_ = 0;
   bool stuck_reported_ = false;
   void CheckAckTimeout(uint64_t now_ns);
   // Asks the receiver to repeat its acknowledgement and descriptors on every usable path (kAckRequest).
