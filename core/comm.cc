@@ -72,6 +72,7 @@ int Comm::usable_paths() const {
 
 void Comm::Fail(Status s) {
   if (!error_.ok()) return;
+  OnFailing();
   FF_WARN("communicator with %s failed: %s", peer_.c_str(), s.message().c_str());
   error_ = std::move(s);
   OnFailed();
@@ -312,6 +313,7 @@ void Comm::ReadmitDrained(uint64_t now_ns) {
     if (st.route_drained_ns != 0 && watchdog_.LastAdvanceNs(p->index()) > st.route_drained_ns)
       PathWatchdog::ClearRouteFailure(p->route());
     if (PathWatchdog::RouteFailedAt(p->route(), now_ns) != 0) continue;  // a link under it failed lately
+    OnReadmit(*p);
     p->SetDraining(false);
     watchdog_.NoteReadmitted(p->index());
     St(p->index()).hedged = false;

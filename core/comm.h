@@ -171,6 +171,10 @@ class Comm : public FrameSink {
   bool PeerClosedAfterAll(Path& p, int err);
   // After the first fatal error: the receiver tells its sender, so neither side waits on the other.
   virtual void OnFailed() {}
+  // Just before the failure is logged: what the log needs first (logging only).
+  virtual void OnFailing() {}
+  // A drained path is about to return to service (the sender reports a failover still under way).
+  virtual void OnReadmit(Path& /*p*/) {}
   bool FlushAll();
   // Soft degradation: stop putting new chunks on `p` (what it holds still completes).
   void Drain(Path& p, const std::string& why);

@@ -208,10 +208,25 @@ uint64_t SendComm::DrainForClose(uint64_t timeout_ns) {
     }
     usleep(50);
   }
+  if (next_seq_ > acked_seq_ && error_.ok()) ReportUnfinishedFailover("not resumed: the connection is closing");
   if (next_seq_ > acked_seq_ && error_.ok())
     FF_WARN("closing the send connection to %s with %llu message(s) unacknowledged after %.1f s", peer_.c_str(),
             static_cast<unsigned long long>(next_seq_ - acked_seq_), (NowNs() - start) / 1e9);
   return next_seq_ - acked_seq_;
+}
+
+void SendComm::OnReadmit(Path& /*p*/) {
+  ReportUnfinishedFailover("still paused when a drained path returned: the receiver has not acknowledged past the cut");
+}
+
+void SendComm::ReportUnfinishedFailover(const char* state) {
+  if (!failover_.active || failover_.reported) return;
+  failover_.reported = true;
+  FF_WARN("failover to %s: path %s; detected after %.2f ms without progress, %s (%.2f ms after), re-sent %llu bytes; "
+          "now on %s (detected at unix %.6f)",
+          peer_.c_str(), failover_.from.c_str(), failover_.silent_ns / 1e6, state,
+          (NowNs() - failover_.detected_ns) / 1e6, static_cast<unsigned long long>(failover_.resent_bytes),
+          DescribeAlive().c_str(), failover_.detected_unix_ns / 1e9);
 }
 
 void SendComm::OnFailed() {
@@ -566,6 +581,8 @@ void SendComm::EndFailover() {
   if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
     opts_.stats->AddFailover(opts_.stats_task, 1, failover_.resent_bytes, paused_ns);
   // One line per event; the unix timestamp lets a benchmark line it up with the moment of the cut.
+  // (A line for it may have gone out while it was under way - ReportUnfinishedFailover - and this one
+  // still goes: tools read every ended failover from this form.)
   FF_WARN("failover to %s: path %s; detected after %.2f ms without progress, paused %.2f ms, re-sent %llu bytes; "
           "now on %s (detected at unix %.6f)",
           peer_.c_str(), failover_.from.c_str(), failover_.silent_ns / 1e6, paused_ns / 1e6,
@@ -956,6 +973,7 @@ void SendComm::TryFailback(uint64_t now_ns) {
     FF_PROBE(path_up, opts_.task_hash, peer_.c_str(), i, paths_[static_cast<size_t>(i)]->Describe().c_str());
     if (opts_.stats != nullptr && opts_.stats_task != sla::StatsTable::kInvalid)
       opts_.stats->AddFailback(opts_.stats_task);
+    ReportUnfinishedFailover("still paused when a failed path reconnected: the receiver has not acknowledged past the cut");
     FF_WARN("failback to %s: path %d (%s) reconnected after %.2f s down (attempt %d); now on %s", peer_.c_str(), i,
             detail.c_str(), down_ns / 1e9, attempts, DescribeAlive().c_str());
     if (opts_.dual_path_ms > 0 && !dual_.active())

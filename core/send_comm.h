@@ -92,6 +92,11 @@ class SendComm final : public Comm {
   bool NothingOwed() const override { return next_seq_ == acked_seq_; }
   // After the first fatal error: tell the receiver, so it does not wait for messages that never come.
   void OnFailed() override;
+  void OnReadmit(Path& p) override;
+  void OnFailing() override { ReportUnfinishedFailover("not resumed: the communicator failed"); }
+  // The failover line, for one that has not ended (the receiver has not acknowledged past the cut)
+  // when the communicator fails, closes, or takes a drained path back: `state` says which.
+  void ReportUnfinishedFailover(const char* state);
   // Failback: reconnects failed paths through the transport's reconnector, one step per call.
   void TryFailback(uint64_t now_ns);
   void FailbackAttemptFailed(int path, uint64_t now_ns, const std::string& why);
@@ -179,6 +184,7 @@ class SendComm final : public Comm {
     uint64_t silent_ns = 0;
     uint64_t resent_bytes = 0;
     uint64_t acked_at_detect = 0;
+    bool reported = false;  // ReportUnfinishedFailover logged it (once)
     std::string from;  // "0 (desc): cause"
   } failover_;
   uint64_t failover_events_ = 0;

@@ -20,6 +20,8 @@
 #include "base/logging.h"
 #include "core/send_comm.h"
 #include "tests/failover/fd_pair.h"
+#include "tests/failover/socketpair_pair.h"
+#include "tests/failover/socketpair_stream.h"
 
 namespace ff {
 namespace {
@@ -212,6 +214,55 @@ TEST(CloseDrain, ASendItsCallerNeverSawCompleteDoesNotHoldTheClose) {
     }
   ASSERT_EQ(got, kEager);
   for (int i = 0; i < kEager; ++i) EXPECT_EQ(rbuf[i][999], static_cast<char>('k' + i)) << "message " << i;
+}
+
+// A failover's WARN went out only when it ended - when the receiver acknowledged past the cut. One
+// that never ended (a receiver that stopped, then lost its other path) left no line: an operator
+// saw "communicator failed", or a drained path "back in service", with no failover before it (a
+// SIGSTOPped receiver showed just that). Now the line goes out, saying it did not resume, before
+// the communicator's failure.
+TEST(CloseDrain, AFailoverThatNeverResumesIsReportedBeforeTheCommunicatorFails) {
+  SetNcclLogger(CaptureWarns);
+  {
+    std::lock_guard<std::mutex> lock(g_warn_mu);
+    g_warns.clear();
+  }
+  testing::CommPair p = testing::MakeCommPair(2, testing::EagerOptions());
+  constexpr int kMsgs = 8;
+  std::vector<std::vector<char>> rbuf(kMsgs, std::vector<char>(4096, 0));
+  for (int i = 0; i < kMsgs; ++i) ASSERT_NE(testing::PostRecv(*p.recv, rbuf[i], 5), nullptr);
+  ASSERT_TRUE(p.recv->Progress().ok());
+  std::vector<char> sbuf(1000, 'q');
+  for (int i = 0; i < kMsgs; ++i) {
+    SendRequest* r = nullptr;
+    for (int tries = 0; r == nullptr && tries < 1000; ++tries)
+      ASSERT_TRUE(p.send->Isend(sbuf.data(), sbuf.size(), 5, nullptr, &r).ok());
+    ASSERT_NE(r, nullptr);
+  }
+  // Path 0 fails; the receiver, stopped, never acknowledges the re-sent messages.
+  *p.cuts[0] = true;
+  for (int i = 0; i < 50 && p.send->failover_events() == 0 && p.send->resent_bytes() == 0; ++i)
+    ASSERT_TRUE(p.send->Progress().ok()) << p.send->error().message();
+  ASSERT_GT(p.send->resent_bytes(), 0u) << "the cut went unnoticed: the scenario did not happen";
+  EXPECT_EQ(p.send->failover_events(), 0u) << "the failover ended without the receiver";
+  // Then the last path goes too.
+  *p.cuts[1] = true;
+  for (int i = 0; i < 50 && p.send->error().ok(); ++i) (void)p.send->Progress();
+  ASSERT_FALSE(p.send->error().ok()) << "the communicator outlived its last path";
+  SetNcclLogger(nullptr);
+  std::lock_guard<std::mutex> lock(g_warn_mu);
+  std::string all;
+  int failover_line = -1, failed_line = -1;
+  for (size_t i = 0; i < g_warns.size(); ++i) {
+    all += g_warns[i] + "\n";
+    if (failover_line < 0 && g_warns[i].find("failover to ") != std::string::npos) failover_line = static_cast<int>(i);
+    if (failed_line < 0 && g_warns[i].find("communicator with") != std::string::npos) failed_line = static_cast<int>(i);
+  }
+  ASSERT_GE(failover_line, 0) << "no failover line:\n" << all;
+  ASSERT_GE(failed_line, 0) << all;
+  EXPECT_LT(failover_line, failed_line) << all;
+  EXPECT_NE(g_warns[failover_line].find("not resumed: the communicator failed"), std::string::npos) << all;
+  EXPECT_NE(g_warns[failover_line].find("path 0"), std::string::npos) << all;
 }
 
 }  // namespace
