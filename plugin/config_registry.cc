@@ -108,6 +108,10 @@ const std::vector<KnobSpec> kSpecs = {
     {"FLEXIFORCE_STATS_KEEP", KnobType::kBool, "0", 0, 1,
      "keep the statistics file after a clean exit (1) so `flexiforce stats --include-stale` can read a finished "
      "job; 0 removes it"},
+    {"FLEXIFORCE_STATS_KEEP_CRASHED", KnobType::kInt, "8", 0, 1048576,
+     "statistics files of killed or crashed processes to keep in FLEXIFORCE_STATS_DIR: each process, at its "
+     "first statistics file, removes older ones beyond this many (newest kept; files a clean exit kept with "
+     "FLEXIFORCE_STATS_KEEP=1 stay, `flexiforce stats --gc` removes every leftover)"},
     {"FLEXIFORCE_STATS_DIR", KnobType::kString, "/dev/shm", 0, 0,
      "directory of the statistics file flexiforce-stats-<pid>"},
     {"FLEXIFORCE_STATS_SLOTS", KnobType::kInt, "1024", 1, 1048576,
@@ -347,6 +351,7 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.link_speed_mbps = num("FLEXIFORCE_LINK_SPEED_MBPS");
   c.stats_enabled = num("FLEXIFORCE_STATS") != 0;
   c.stats_keep = num("FLEXIFORCE_STATS_KEEP") != 0;
+  c.stats_keep_crashed = static_cast<uint32_t>(num("FLEXIFORCE_STATS_KEEP_CRASHED"));
   c.stats_dir = str("FLEXIFORCE_STATS_DIR");
   c.stats_slots = static_cast<uint32_t>(num("FLEXIFORCE_STATS_SLOTS"));
   c.socket_ifname = str("NCCL_SOCKET_IFNAME");

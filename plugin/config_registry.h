@@ -64,6 +64,7 @@ struct Config {
   std::string topology_file;
   bool stats_enabled;
   bool stats_keep;
+  uint32_t stats_keep_crashed;  // FLEXIFORCE_STATS_KEEP_CRASHED
   std::string stats_dir;
   uint32_t stats_slots;  // FLEXIFORCE_STATS_SLOTS
   std::string socket_ifname;  // NCCL_SOCKET_IFNAME

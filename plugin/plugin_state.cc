@@ -10,6 +10,7 @@
 
 #include "base/logging.h"
 #include "pcie/device_inventory.h"
+#include "sla/task_stats.h"
 #if FF_WITH_VERBS
 #include "verbs/rdma_path.h"
 #include "verbs/gpu_memory.h"
@@ -181,7 +182,16 @@ Status PluginState::Init(ncclDebugLogger_t logger) {
     nic_watch_ = std::make_unique<NicWatch>(config_->sysfs_root, names);
   }
   task_ = TaskProfile::Load(config_->stats_enabled, config_->stats_keep, config_->stats_dir, config_->stats_slots);
-  if (task_->stats) std::atexit(RemoveStatsFileAtExit);  // registered by this library: runs at its unload too
+  if (task_->stats) {
+    std::atexit(RemoveStatsFileAtExit);  // registered by this library: runs at its unload too
+    // Killed and crashed jobs leave their files behind (about 1 MB each, in memory under /dev/shm):
+    // beyond the newest few, the first process to start after them removes them.
+    const auto removed = sla::RemoveCrashedStatsFiles(config_->stats_dir, config_->stats_keep_crashed);
+    if (!removed.empty())
+      FF_INFO(NCCL_INIT, "removed %zu statistics file(s) of processes that were killed or crashed in %s, keeping the "
+              "newest %u (FLEXIFORCE_STATS_KEEP_CRASHED)", removed.size(), config_->stats_dir.c_str(),
+              config_->stats_keep_crashed);
+  }
   std::memset(&default_context_.attr, 0xff, sizeof(default_context_.attr));
   initialized_.store(true, std::memory_order_release);
   return Status::Ok();

@@ -318,43 +318,88 @@ std::vector<std::pair<int64_t, std::string>> ListStatsFiles(const std::string& d
   return out;
 }
 
-std::vector<std::string> RemoveStaleStatsFiles(const std::string& dir, std::vector<std::string>* skipped) {
-  std::vector<std::string> removed;
+namespace {
+
+// A statistics file whose writer is gone, held open (and locked) while the caller decides.
+struct StaleFile {
+  std::string path;
+  bool hidden = false;  // a writer died while creating it (a file is published only when complete)
+  struct stat st {};
+  UniqueFd fd;
+};
+
+// Every file in `dir` whose writer is gone: nobody holds its lock (format 2 and later), or its pid
+// no longer runs (format 1). Young hidden files are left alone: a writer locks them right after
+// creating them.
+std::vector<StaleFile> FindStaleStatsFiles(const std::string& dir, std::vector<std::string>* skipped) {
   struct Candidate {
     std::string path;
     bool hidden;
   };
   std::vector<Candidate> candidates;
   for (const auto& entry : ListStatsFiles(dir)) candidates.push_back({entry.second, false});
-  // Hidden files whose writer died while creating them (a file is published only when complete).
   if (std::unique_ptr<DIR, DirCloser> d(::opendir(dir.c_str())); d) {
     const std::string hidden = std::string(".") + kStatsFilePrefix;
     while (const dirent* e = ::readdir(d.get()))
       if (std::strncmp(e->d_name, hidden.c_str(), hidden.size()) == 0)
         candidates.push_back({dir + "/" + e->d_name, true});
   }
+  std::vector<StaleFile> stale;
   for (const auto& [path, hidden] : candidates) {
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0) continue;  // gone meanwhile
-    UniqueFd fd;
+    StaleFile f;
+    f.path = path;
+    f.hidden = hidden;
+    if (::lstat(path.c_str(), &f.st) != 0) continue;  // gone meanwhile
     std::string error;
-    if (!OpenStatsFileForReading(path, &fd, &st, &error)) {
+    if (!OpenStatsFileForReading(path, &f.fd, &f.st, &error)) {
       if (skipped) skipped->push_back(error);
       continue;
     }
-    // A writer locks its hidden file right after creating it: leave young ones alone.
-    if (hidden && st.st_mtime + 60 > ::time(nullptr)) continue;
+    if (hidden && f.st.st_mtime + 60 > ::time(nullptr)) continue;
     // Taken exclusively: a live writer holds it (in whatever pid namespace), so failing means alive.
-    if (ProbeWriterLock(fd.get(), LOCK_EX) != WriterLock::kFree) continue;
+    if (ProbeWriterLock(f.fd.get(), LOCK_EX) != WriterLock::kFree) continue;
     // A format-1 file carries no lock: fall back to its pid, as format 1 did.
-    if (!HasWriterLockFormat(fd.get(), static_cast<size_t>(st.st_size)) &&
-        !hidden && StatsOwnerAlive(HeaderPid(fd.get()), 0))
+    if (!HasWriterLockFormat(f.fd.get(), static_cast<size_t>(f.st.st_size)) && !hidden &&
+        StatsOwnerAlive(HeaderPid(f.fd.get()), 0))
       continue;
-    // Only the file we checked: not one a new writer published under the same name meanwhile.
-    struct stat now {};
-    if (::lstat(path.c_str(), &now) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev) continue;
-    if (::unlink(path.c_str()) == 0) removed.push_back(path);
+    stale.push_back(std::move(f));
   }
+  return stale;
+}
+
+// Unlinks `f` - only the file checked, not one a new writer published under the same name since.
+bool UnlinkStale(const StaleFile& f) {
+  struct stat now {};
+  if (::lstat(f.path.c_str(), &now) != 0 || now.st_ino != f.st.st_ino || now.st_dev != f.st.st_dev) return false;
+  return ::unlink(f.path.c_str()) == 0;
+}
+
+}  // namespace
+
+std::vector<std::string> RemoveStaleStatsFiles(const std::string& dir, std::vector<std::string>* skipped) {
+  std::vector<std::string> removed;
+  for (const auto& f : FindStaleStatsFiles(dir, skipped))
+    if (UnlinkStale(f)) removed.push_back(f.path);
+  return removed;
+}
+
+std::vector<std::string> RemoveCrashedStatsFiles(const std::string& dir, size_t keep_newest) {
+  std::vector<StaleFile> crashed;
+  std::vector<std::string> removed;
+  for (auto& f : FindStaleStatsFiles(dir, nullptr)) {
+    if (f.hidden) {  // never complete: nothing to read in it
+      if (UnlinkStale(f)) removed.push_back(f.path);
+      continue;
+    }
+    // A writer that exited cleanly with FLEXIFORCE_STATS_KEEP=1 left its file read-only: kept on purpose.
+    if ((f.st.st_mode & S_IWUSR) == 0) continue;
+    crashed.push_back(std::move(f));
+  }
+  std::sort(crashed.begin(), crashed.end(), [](const StaleFile& a, const StaleFile& b) {
+    return std::tie(a.st.st_mtim.tv_sec, a.st.st_mtim.tv_nsec) > std::tie(b.st.st_mtim.tv_sec, b.st.st_mtim.tv_nsec);
+  });
+  for (size_t i = keep_newest; i < crashed.size(); ++i)
+    if (UnlinkStale(crashed[i])) removed.push_back(crashed[i].path);
   return removed;
 }
 

@@ -289,7 +289,11 @@ std::unique_ptr<StatsTable> StatsTable::Open(const StatsTableOptions& options, s
 }
 
 void StatsTable::RemoveFile() {
-  if (remove_on_close_ && !path_.empty() && !removed_.exchange(true)) ::unlink(path_.c_str());
+  if (path_.empty() || removed_.exchange(true)) return;
+  if (remove_on_close_)
+    ::unlink(path_.c_str());
+  else
+    (void)::fchmod(lock_.get(), 0400);  // kept on purpose: the crashed-writer sweep leaves it
 }
 
 StatsTable::~StatsTable() {

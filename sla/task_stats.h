@@ -54,7 +54,7 @@ struct StatsTableOptions {
   std::string dir = kStatsDefaultDir;
   uint32_t slots = 1024;     // distinct {task, collective, peer, path} keys
   uint32_t tasks = 16;       // distinct tasks (normally one per process)
-  bool remove_on_close = true;  // a clean exit removes the file; a crash leaves it for --gc
+  bool remove_on_close = true;  // a clean exit removes the file (else leaves it read-only); a crash leaves it for --gc
 };
 
 // The writer side, one per process. Record paths are lock-free and allocate nothing: keys
@@ -75,8 +75,10 @@ class StatsTable {
   StatsTable& operator=(const StatsTable&) = delete;
 
   const std::string& path() const { return path_; }
-  // Removes the file's name now if the options asked for removal on close; the mapping and the
-  // counters stay valid (for a process that exits while other threads still record).
+  // Removes the file's name now if the options asked for removal on close, else makes the file
+  // read-only: a clean exit kept it on purpose, which the automatic sweep of crashed writers' files
+  // respects (RemoveCrashedStatsFiles). The mapping and the counters stay valid (for a process that
+  // exits while other threads still record).
   void RemoveFile();
 
   // Finds or claims the slot of `key` and takes a reference to it; Release gives it back.
@@ -176,5 +178,12 @@ bool StatsOwnerAlive(int64_t pid, uint64_t start_ticks);
 // Removes files whose writer is gone (nobody holds the file's lock); returns the paths removed.
 // Files it will not touch (not regular, a symlink, another user's) are named in `skipped`.
 std::vector<std::string> RemoveStaleStatsFiles(const std::string& dir, std::vector<std::string>* skipped = nullptr);
+
+// The automatic sweep (at a process's first statistics file): removes files of writers that died
+// without a clean exit - killed, crashed - except the newest `keep_newest` of them (by modification
+// time), so a job's leftovers do not pile up in /dev/shm. Files a clean exit kept on purpose
+// (FLEXIFORCE_STATS_KEEP=1: left read-only) stay; `flexiforce stats --gc` removes those. Returns the
+// paths removed.
+std::vector<std::string> RemoveCrashedStatsFiles(const std::string& dir, size_t keep_newest);
 
 }  // namespace ff::sla

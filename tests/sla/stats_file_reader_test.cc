@@ -10,11 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "sla/stats_file_format.h"
 #include "sla/stats_render.h"
@@ -293,6 +295,70 @@ TEST_F(StatsFileReaderTest, GcKeepsALiveWriterInAnotherPidNamespace) {
   // Its writer is gone now (exited without closing its table, as a crash does): --gc removes it.
   EXPECT_EQ(RemoveStaleStatsFiles(dir_).size(), 1u);
   for (int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
+}
+
+// A process killed (a scheduler's SIGKILL, a crash) leaves its ~1 MB file in /dev/shm for good: a
+// node that ran many such jobs had hundreds. The sweep at a process's first file removes those beyond
+// the newest `keep`, and leaves live writers' files and those a clean exit kept on purpose
+// (FLEXIFORCE_STATS_KEEP=1, made read-only at exit); --gc still removes every leftover.
+TEST_F(StatsFileReaderTest, TheSweepRemovesCrashedWritersFilesBeyondTheNewestAndKeepsTheRest) {
+  // A writer in a child process that ends without closing its table (as a kill does), or after the
+  // clean exit's step for a kept file. Returns its file's path.
+  auto writer = [&](bool clean_keep) -> std::string {
+    int fds[2];
+    if (::pipe(fds) != 0) return "";
+    const pid_t child = ::fork();
+    if (child == 0) {
+      StatsTableOptions o = options_;
+      o.remove_on_close = !clean_keep;
+      std::string e;
+      auto t = StatsTable::Open(o, &e);
+      if (!t) ::_exit(2);
+      if (clean_keep) t->RemoveFile();  // what the plugin's atexit handler does
+      const std::string path = t->path();
+      if (::write(fds[1], path.data(), path.size()) != static_cast<ssize_t>(path.size())) ::_exit(3);
+      ::_exit(0);  // no destructor, no atexit: the file stays as a killed process leaves it
+    }
+    ::close(fds[1]);
+    char buf[512] = {};
+    const ssize_t n = ::read(fds[0], buf, sizeof(buf) - 1);
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return n > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  };
+  std::vector<std::string> crashed;
+  for (int i = 0; i < 5; ++i) {
+    crashed.push_back(writer(false));
+    ASSERT_FALSE(crashed.back().empty());
+    // Distinct modification times, oldest first.
+    const timespec times[2] = {{1'700'000'000 + i * 60, 0}, {1'700'000'000 + i * 60, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, crashed.back().c_str(), times, 0), 0);
+  }
+  const std::string kept = writer(true);
+  ASSERT_FALSE(kept.empty());
+  const timespec old[2] = {{1'600'000'000, 0}, {1'600'000'000, 0}};  // older than every crashed one
+  ASSERT_EQ(::utimensat(AT_FDCWD, kept.c_str(), old, 0), 0);
+  std::string error;
+  auto live = StatsTable::Open(options_, &error);  // this process's own, live
+  ASSERT_TRUE(live) << error;
+
+  auto removed = RemoveCrashedStatsFiles(dir_, 2);
+  std::sort(removed.begin(), removed.end());
+  std::vector<std::string> want = {crashed[0], crashed[1], crashed[2]};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(removed, want) << "not the three oldest crashed writers' files";
+  for (int i = 3; i < 5; ++i) EXPECT_TRUE(std::filesystem::exists(crashed[i])) << "a newest crashed file went";
+  EXPECT_TRUE(std::filesystem::exists(kept)) << "a file a clean exit kept on purpose went";
+  EXPECT_TRUE(std::filesystem::exists(live->path())) << "a live writer's file went";
+  auto snap = ReadStatsFile(kept, &error);
+  ASSERT_TRUE(snap) << "the kept file no longer reads: " << error;
+  EXPECT_FALSE(snap->alive);
+  EXPECT_TRUE(RemoveCrashedStatsFiles(dir_, 2).empty()) << "a second sweep removed more";
+  EXPECT_EQ(RemoveCrashedStatsFiles(dir_, 0).size(), 2u);
+  // --gc removes every leftover, the kept one included; the live file stays.
+  EXPECT_EQ(RemoveStaleStatsFiles(dir_), std::vector<std::string>{kept});
+  EXPECT_TRUE(std::filesystem::exists(live->path()));
 }
 
 }  // namespace
