@@ -28,7 +28,10 @@ int RunStatsCommand(int argc, char** argv) {
                "print Prometheus text format (for node_exporter's textfile collector)")
       ->excludes(json_flag);
   app.add_flag("--include-stale", include_stale, "also show files of processes that no longer run");
-  app.add_flag("--gc", gc, "remove statistics files of processes that no longer run, then exit");
+  app.add_flag("--gc", gc,
+               "remove statistics files of processes that no longer run, then exit (every one: those kept with "
+               "FLEXIFORCE_STATS_KEEP=1 too; a job's start removes only killed or crashed ones beyond "
+               "FLEXIFORCE_STATS_KEEP_CRASHED)");
   app.add_option("--dir", dir, "directory of the statistics files (FLEXIFORCE_STATS_DIR)")
       ->capture_default_str();
   try {
