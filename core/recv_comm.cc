@@ -355,7 +355,10 @@ void RecvComm::CompleteData(int lane, const FrameHeader& h) {
   if (e->received < e->total || e->done) return;
   e->done = true;
   ++messages_done_;
-  if (h.flags & kDataFlagAckNow) ack_now_ = true;
+  if (h.flags & kDataFlagAckNow) {
+    ack_now_ = true;
+    ack_now_bytes_ += e->total;
+  }
   RecvRequest* r = path_req_[li];
   ++r->done_count;
   // One clock read per path read, shared by the messages it completes (a read of a stream takes
@@ -644,8 +647,12 @@ Status RecvComm::Progress() {
   // calling in, so the acknowledgement waits for up to kAckNowBatch messages (or the delay): a
   // stream of messages above the eager threshold cost one control frame - a system call at each
   // end - per message. The sender's window still moves: one cumulative acknowledgement completes
-  // the batch.
-  const bool ack_due = ack_now_ && (cum_done_ >= next_post_seq_ || cum_done_ - acked_ >= kAckNowBatch);
+  // the batch. But never past kAckNowBytes: the application may go away right after this call (to
+  // check what it received, or to serve other connections), and an acknowledgement held here for
+  // that long is one the sender times out on - four 64 MiB messages held by a receiver checking
+  // their contents were re-sent whole after 250 ms. For large messages the batch saves nothing.
+  const bool ack_due = ack_now_ && (cum_done_ >= next_post_seq_ || cum_done_ - acked_ >= kAckNowBatch ||
+                                    ack_now_bytes_ >= kAckNowBytes);
   if (cum_done_ > acked_ && (ack_due || cum_done_ - acked_ >= opts_.ack_batch ||
                               ack_now - std::min(ack_now, done_since_ns_) >= delay_ns))
     send = true;
@@ -665,6 +672,7 @@ Status RecvComm::Progress() {
     if (ack_all_paths_) ack_all_paths_ = false;
     ack_requested_ = false;
     ack_now_ = false;
+    ack_now_bytes_ = 0;
     acked_ = cum_done_;
     credit_sent_ = next_post_seq_;
   }

@@ -84,6 +84,10 @@ class RecvComm final : public Comm {
   static constexpr uint64_t kDescLowWater = 4;  // publish at once when the sender holds fewer
   static constexpr uint64_t kDescBatch = 4;
   static constexpr uint64_t kAckNowBatch = 4;  // see Progress: acknowledgements a waiting sender gets
+  // Bytes of completed messages whose sender waits on their acknowledgement, not yet acknowledged:
+  // from kAckNowBytes on the acknowledgement goes at once (one control frame per MiB costs nothing).
+  uint64_t ack_now_bytes_ = 0;
+  static constexpr uint64_t kAckNowBytes = 1 << 20;
   static constexpr uint64_t kDescBatchTiny = kMaxUnsolicitedMsgs / 2;
   int last_rx_path_ = -1;       // path that last delivered a data frame
   bool ack_all_paths_ = false;  // a duplicate arrived: the next acknowledgement goes on every path

@@ -859,13 +859,16 @@ void SendComm::CheckAckTimeout(uint64_t now_ns) {
     if (!p->alive()) continue;
     if (p->queued_frames() > 0 || p->InFlightBytes() != 0) return;
   }
-  // Only eager messages owed: their acknowledgement is lazy, and a receiver that posted nothing since
-  // is not reading. Re-send only when it is evidently progressing (its acknowledgements arrived since
-  // the last look) and still lacks them; otherwise just ask again.
-  // An acknowledgement frame sent before the data arrived proves nothing: only one answering our
-  // request (kAckRequest, sent at the previous timeout) does.
+  // The peer's transport holds everything, yet nothing is acknowledged. Either the receiver dropped
+  // data (only a re-send recovers), or it simply has not run: eager messages are acknowledged
+  // lazily, and any acknowledgement waits for the receiver's next call - an application checking
+  // what it received, or a proxy thread serving other connections, can be away for longer than the
+  // timeout (a receiver checking four 64 MiB messages got all four re-sent after 250 ms). So ask
+  // first, and re-send only when the receiver is evidently progressing (an acknowledgement arrived
+  // since we asked) and still lacks them. An acknowledgement frame sent before the data arrived
+  // proves nothing: only one answering our request (kAckRequest, sent at the previous timeout) does.
   const bool answered = acks_asked_ && acks_received_ != acks_at_timeout_;
-  if (!answered && OwedOnlyAcknowledgements()) {
+  if (!answered) {
     acks_asked_ = true;
     acks_at_timeout_ = acks_received_;
     RequestAcks();

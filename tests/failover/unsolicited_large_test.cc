@@ -222,5 +222,106 @@ TEST(Unsolicited, AMessageStillBeingWrittenIsNotOverdue) {
   EXPECT_EQ(p.send->resent_bytes(), 0u);
 }
 
+// The application may go away right after a receive completes - to check what it got, or (a proxy
+// thread) to serve other connections - for longer than the acknowledgement timeout. The sender
+// then sees the peer's transport holding everything and no acknowledgement, which is also what a
+// receiver that dropped data looks like. It used to re-send everything owed at once: a receiver
+// checking four 64 MiB messages got them all re-sent after 250 ms. Now it asks first and re-sends
+// only when the receiver answers without them. Here the receiver reads three 64 KiB messages (above
+// the eager threshold, so their sender waits on the acknowledgement, which the receiver batches
+// with receives still posted behind them) and then stays away for 300 ms, 15 timeouts.
+TEST(Unsolicited, AReceiverAwayAfterItsReceivesCompletedIsAskedNotSentEverythingAgain) {
+  CommOptions o = testing::EagerOptions();  // eager up to 4 KiB
+  o.resend_timeout_ms = 20;
+  TcpPair p = MakeTcpPair(o);
+  constexpr int kMsgs = 3, kPosted = 6;
+  std::vector<std::vector<char>> rb(kPosted, std::vector<char>(64 * 1024, 0));
+  std::vector<RecvRequest*> rr(kPosted, nullptr);
+  for (int i = 0; i < kPosted; ++i) ASSERT_NE(rr[i] = testing::PostRecv(*p.recv, rb[i], 9), nullptr);
+  std::vector<std::vector<char>> msg(kMsgs, std::vector<char>(64 * 1024));
+  std::vector<SendRequest*> sr(kMsgs, nullptr);
+  for (int i = 0; i < kMsgs; ++i) {
+    Fill(msg[i], 10 + i);
+    for (int tries = 0; sr[i] == nullptr && tries < 1000; ++tries) {
+      ASSERT_TRUE(p.recv->Progress().ok());
+      ASSERT_TRUE(p.send->Isend(msg[i].data(), msg[i].size(), 9, nullptr, &sr[i]).ok());
+    }
+    ASSERT_NE(sr[i], nullptr);
+  }
+  // The receiver reads all three, then its application goes away.
+  std::vector<int> rdone(kMsgs, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int got = 0;
+  while (got < kMsgs && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < kMsgs; ++i) {
+      if (rdone[i]) continue;
+      uint64_t size = 0;
+      ASSERT_TRUE(p.recv->Test(rr[i], &rdone[i], &size).ok());
+      if (rdone[i]) {
+        EXPECT_EQ(size, msg[i].size());
+        EXPECT_TRUE(std::equal(msg[i].begin(), msg[i].end(), rb[i].begin())) << "message " << i;
+        ++got;
+      }
+    }
+    ASSERT_TRUE(p.send->Progress().ok());
+  }
+  ASSERT_EQ(got, kMsgs);
+  const auto away = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < away) {
+    ASSERT_TRUE(p.send->Progress().ok());
+    usleep(200);
+  }
+  EXPECT_EQ(p.send->timeout_resends(), 0u) << "re-sent " << p.send->resent_bytes()
+                                          << " bytes to a receiver that had everything and was away";
+  // Back: its next call answers, and every send completes without a byte re-sent.
+  std::vector<int> sdone(kMsgs, 0);
+  int sent = 0;
+  const auto back = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sent < kMsgs && std::chrono::steady_clock::now() < back) {
+    ASSERT_TRUE(p.recv->Progress().ok());
+    for (int i = 0; i < kMsgs; ++i) {
+      if (sdone[i]) continue;
+      ASSERT_TRUE(p.send->Test(sr[i], &sdone[i], nullptr).ok());
+      sent += sdone[i];
+    }
+  }
+  EXPECT_EQ(sent, kMsgs);
+  EXPECT_EQ(p.send->resent_bytes(), 0u);
+}
+
+// Large messages are acknowledged as soon as they complete, even with receives posted behind them
+// (where smaller ones are batched, kAckNowBatch): one control frame per MiB costs nothing, and a
+// sender holding 64 MiB for an application that went away is what the batch cost.
+TEST(Unsolicited, ALargeMessageIsAcknowledgedWhenItCompletesNotBatched) {
+  CommOptions o = testing::EagerOptions();
+  TcpPair p = MakeTcpPair(o);
+  constexpr int kPosted = 4;
+  std::vector<std::vector<char>> rb(kPosted, std::vector<char>(1 << 20, 0));
+  std::vector<RecvRequest*> rr(kPosted, nullptr);
+  for (int i = 0; i < kPosted; ++i) ASSERT_NE(rr[i] = testing::PostRecv(*p.recv, rb[i], 9), nullptr);
+  std::vector<char> msg(1 << 20);
+  Fill(msg, 20);
+  SendRequest* sr = nullptr;
+  for (int tries = 0; sr == nullptr && tries < 1000; ++tries) {
+    ASSERT_TRUE(p.recv->Progress().ok());
+    ASSERT_TRUE(p.send->Isend(msg.data(), msg.size(), 9, nullptr, &sr).ok());
+  }
+  ASSERT_NE(sr, nullptr);
+  int rdone = 0;
+  uint64_t size = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!rdone && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(p.recv->Test(rr[0], &rdone, &size).ok());
+    ASSERT_TRUE(p.send->Progress().ok());
+  }
+  ASSERT_TRUE(rdone);
+  ASSERT_TRUE(std::equal(msg.begin(), msg.end(), rb[0].begin()));
+  // The receiver's application is away from here on; the sender alone must see its send complete.
+  int sdone = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (!sdone && std::chrono::steady_clock::now() < until) ASSERT_TRUE(p.send->Test(sr, &sdone, nullptr).ok());
+  EXPECT_TRUE(sdone) << "the acknowledgement of a completed 1 MiB message was held for the next receiver call";
+}
+
 }  // namespace
 }  // namespace ff
