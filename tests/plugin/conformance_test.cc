@@ -734,8 +734,12 @@ namespace ff::testing {
 namespace {
 
 // A fake receiver: takes the connection, grants credit for one message, reads everything, never
-// acknowledges. The sender must notice that the peer's kernel holds every byte yet nothing is
-// acknowledged, and send the message again (FLEXIFORCE_RESEND_TIMEOUT_MS, 250 ms by default).
+// acknowledges it - but answers the sender's requests for its acknowledgement (kAckRequest) with one
+// that does not cover the message, as a receiver that runs yet lost the data does. The sender must
+// notice that the peer's kernel holds every byte yet nothing is acknowledged, ask, and - the answer
+// lacking the message - send it again (FLEXIFORCE_RESEND_TIMEOUT_MS, 250 ms by default). A receiver
+// that does not answer at all is not progressing (an application away), and gets no re-send:
+// Unsolicited.AReceiverAwayAfterItsReceivesCompletedIsAskedNotSentEverythingAgain.
 TEST(Conformance, UnacknowledgedMessageIsResentWhenThePeerHoldsItButNeverAcknowledges) {
   NetPeer peer;
   int lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -797,6 +801,7 @@ TEST(Conformance, UnacknowledgedMessageIsResentWhenThePeerHoldsItButNeverAcknowl
   uint64_t payload = 0;
   std::vector<uint64_t> need(conns.size(), 0);  // payload bytes still to skip on each stream
   std::vector<std::vector<char>> partial(conns.size());
+  int ack_requests = 0;
   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (payload < 2 * msg.size() && std::chrono::steady_clock::now() < deadline) {
     int done = 0;
@@ -822,13 +827,29 @@ TEST(Conformance, UnacknowledgedMessageIsResentWhenThePeerHoldsItButNeverAcknowl
           std::memcpy(&h, p.data(), sizeof(h));
           p.clear();
           ASSERT_EQ(ValidateHeader(h), "");
-          ASSERT_EQ(h.seq, 0u);
+          if (h.type == static_cast<uint8_t>(FrameType::kAckRequest)) {
+            // Answer: nothing received yet (cumulative 0), no new descriptor.
+            struct {
+              FrameHeader h;
+              AckMsg ack;
+            } answer{};
+            answer.h.type = static_cast<uint8_t>(FrameType::kAck);
+            answer.h.length = sizeof(AckMsg);
+            SealHeader(&answer.h);
+            WriteAll(conns[i], &answer, sizeof(answer));
+            ++ack_requests;
+          } else {
+            ASSERT_EQ(h.type, static_cast<uint8_t>(FrameType::kData));
+            ASSERT_EQ(h.seq, 0u);
+          }
           need[i] = h.length;
         }
       }
     }
   }
-  EXPECT_GE(payload, 2 * msg.size()) << "the message was not sent again";
+  EXPECT_GE(payload, 2 * msg.size()) << "the message was not sent again (" << ack_requests
+                                      << " acknowledgement request(s) answered)";
+  EXPECT_GE(ack_requests, 1) << "re-sent without asking the receiver first";
   for (int c : conns) close(c);
   close(lfd);
   peer.net()->closeSend(sc);
