@@ -59,8 +59,9 @@ const std::vector<KnobSpec> kSpecs = {
      "(nothing re-sent). 5000 = 0.5%: a healthy path's span lost 0.04% at most (60 s of fault-free "
      "collectives, idle and with two busy loops), a link with 1% loss shows 1.2-1.5% in nearly every window"},
     {"FLEXIFORCE_RESEND_TIMEOUT_MS", KnobType::kInt, "250", 0, 3600000,
-     "when the peer's kernel holds every byte sent but no acknowledgement came for this long, re-send the "
-     "unacknowledged messages (the receiver drops duplicates); bounds any loss a failover missed; 0 = off"},
+     "when the peer's kernel holds every byte sent but no acknowledgement came for this long, ask for it, and "
+     "re-send the unacknowledged messages once the receiver answers without them (it drops duplicates); "
+     "bounds any loss a failover missed; 0 = off"},
     {"FLEXIFORCE_FAILBACK_MS", KnobType::kInt, "2000", 0, 3600000,
      "a failed path reconnects once its interface has had carrier this long (a silent failure: tries after "
      "this long, backing off while it fails) and then carries traffic again; 0 = never fail back"},
