@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <ctime>
 #include <utility>
 
 #include "health/cpu_pressure.h"
@@ -152,14 +153,36 @@ void PathWatchdog::ResetAckGapHistory() {
 }
 
 uint64_t PathWatchdog::PressureAllowance(uint64_t now_ns) {
-  const double p = health::CpuPressure::Some10(now_ns);
+  const double p = health::CpuPressure::Now(now_ns);
   if (p < kPressureFloor) return 0;
   return static_cast<uint64_t>(p * static_cast<double>(kPressureScaleNs));
 }
 
+namespace {
+std::atomic<uint64_t> g_tick_override_ns{0};
+
+uint64_t ReadKernelTickNs() {
+  timespec res{};
+  if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0) return 4'000'000;  // HZ=250, the common case
+  const uint64_t ns = static_cast<uint64_t>(res.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(res.tv_nsec);
+  return std::clamp<uint64_t>(ns, 1'000'000, 10'000'000);
+}
+}  // namespace
+
+uint64_t PathWatchdog::KernelTickNs() {
+  const uint64_t pinned = g_tick_override_ns.load(std::memory_order_relaxed);
+  if (pinned != 0) return pinned;
+  static const uint64_t tick = ReadKernelTickNs();
+  return tick;
+}
+
+void PathWatchdog::OverrideKernelTickForTest(uint64_t ns) { g_tick_override_ns.store(ns, std::memory_order_relaxed); }
+
+uint64_t PathWatchdog::TailProbeAllowance(uint32_t rtt_us) { return 3 * uint64_t{rtt_us} * 1000 + 4 * KernelTickNs(); }
+
 uint64_t PathWatchdog::RelativeLimit(uint32_t rtt_us, uint64_t now_ns) const {
   return std::max({fast_stall_ns_, 8 * uint64_t{rtt_us} * 1000, kAckGapMargin * RecentAckGap(now_ns),
-                   PressureAllowance(now_ns)});
+                   PressureAllowance(now_ns), TailProbeAllowance(rtt_us)});
 }
 
 bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out) {
@@ -191,7 +214,7 @@ bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out
                   " ms while path " + std::to_string(j) + " was acknowledged " +
                   std::to_string((now_ns - o.last_advance_ns) / 1'000'000) + " ms ago; limit " +
                   std::to_string(limit / 1'000'000) + " ms, CPU pressure " +
-                  std::to_string(static_cast<int>(health::CpuPressure::Some10(now_ns) * 100)) + "%";
+                  std::to_string(static_cast<int>(health::CpuPressure::Now(now_ns) * 100)) + "%";
     return true;
   }
   return false;

@@ -98,12 +98,27 @@ class PathWatchdog {
   bool Check(const std::vector<std::unique_ptr<Path>>& paths, uint64_t now_ns, PathFaultReport* out);
   // The decision for one path given a fresh sample; public for tests.
   bool Judge(int path, const PathSample& tp, uint64_t now_ns, PathFaultReport* out);
-  // The relative rule's silence limit: FLEXIFORCE_PATH_STALL_FAST_MS, 8 round trips, or kAckGapMargin
-  // times the longest healthy acknowledgement gap this process saw lately, whichever is longest. A
+  // The relative rule's silence limit: FLEXIFORCE_PATH_STALL_FAST_MS, 8 round trips, kAckGapMargin
+  // times the longest healthy acknowledgement gap this process saw lately, the CPU-pressure allowance
+  // or TCP's tail-loss probe time (TailProbeAllowance), whichever is longest. A
   // healthy but busy host (2 cores, ranks and softirqs competing) lets one connection's
   // acknowledgements lag 10-70 ms while another's flow; on an idle host gaps stay ~1 ms and the limit
   // stays at the configured 10 ms.
   uint64_t RelativeLimit(uint32_t rtt_us, uint64_t now_ns) const;
+  // TCP's tail-loss probe. When the last segments of a flight are lost (a full switch queue drops
+  // them; healthy congestion does this), nothing - not even a duplicate or selective acknowledgement
+  // - comes back until the sender's probe timer fires and the probe is answered. Linux arms that
+  // timer at twice the smoothed round trip plus two kernel ticks (more than one segment in flight),
+  // rounds it up to whole ticks and fires it on a tick: at CONFIG_HZ=250 (Debian's kernels) that is
+  // 12-16 ms of silence on a healthy path, past the 10 ms floor. The emulator's quiet scenario hedged
+  // healthy paths on silences of 12-17 ms this way in 3 of 24 short runs, each early in a process
+  // (before its acknowledgement-gap history had learned any). The relative limit is at least this
+  // allowance: three round trips and four ticks (the timer, its tick, the probe's answer). A silent
+  // cut is then found in ~17 ms instead of 10 at HZ=250; at HZ=1000 (4 ms) the floor still rules.
+  static uint64_t TailProbeAllowance(uint32_t rtt_us);
+  // The kernel's tick, 1/CONFIG_HZ: the resolution of CLOCK_MONOTONIC_COARSE (clamped to 1-10 ms).
+  static uint64_t KernelTickNs();
+  static void OverrideKernelTickForTest(uint64_t ns);  // 0: the kernel's again
   static constexpr uint64_t kAckGapMargin = 3;
   // On an oversubscribed host (Linux PSI: tasks waited for a CPU kPressureFloor of the last 10 s or
   // more) the softirq work that acknowledges one connection can lag behind another's, which from

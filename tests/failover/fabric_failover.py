@@ -327,7 +327,7 @@ def scenario_quiet(binary, state_file):
                 counts[k] += n
                 events += n
                 if n:
-                    samples += [f"rank {r}: " + line.split("NET/FlexiForce : ", 1)[-1][:220]
+                    samples += [f"rank {r}: " + line.split("NET/FlexiForce : ", 1)[-1][:480]
                                 for line in text.splitlines() if needle in line][:3]
         if events:
             evidence.append(f"run {runs}: {fh.evidence_delta(before, fh.kernel_evidence(state))}")

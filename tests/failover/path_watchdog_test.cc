@@ -1,7 +1,15 @@
-// PathWatchdog's stall decision, driven with synthetic TCP_INFO samples (no sockets, no sleeps).
+// PathWatchdog's stall decision, driven with synthetic TCP_INFO samples (no sockets, no sleeps), and the CPU
+// pressure reading it scales with (one test loads the CPUs for 1.5 s).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <thread>
+#include <vector>
 #include <initializer_list>
 
 #include "core/path_health.h"
@@ -19,6 +27,14 @@ class IdleHost : public ::testing::Environment {
   void SetUp() override { health::CpuPressure::OverrideForTest(0); }
 };
 const auto* const kIdleHost = ::testing::AddGlobalTestEnvironment(new IdleHost);
+
+// The tests that time the relative rule's 10 ms floor run with a 1 ms kernel tick (CONFIG_HZ=1000),
+// where TCP's tail-loss probe allowance (4 ticks and 3 round trips) stays under the floor; at the
+// host's own tick (4 ms on Debian) the allowance rules instead (TailLossProbe* below).
+struct KernelTick1ms {
+  KernelTick1ms() { PathWatchdog::OverrideKernelTickForTest(kMs); }
+  ~KernelTick1ms() { PathWatchdog::OverrideKernelTickForTest(0); }
+};
 
 PathSample Sample(uint32_t unacked, uint64_t bytes_acked, uint32_t ms_since_ack) {
   PathSample tp;
@@ -67,6 +83,7 @@ TEST(PathWatchdog, PeerThatSelectivelyAcknowledgedGetsTwiceTheRetransmissionTime
 }
 
 TEST(PathWatchdog, SilentPathIsDeadEarlyWhenAnotherPathIsBeingAcknowledged) {
+  const KernelTick1ms tick;
   PathWatchdog::ResetAckGapHistory();
   PathWatchdog w(100 * kMs, false, 10 * kMs);
   PathFaultReport rep;
@@ -107,7 +124,45 @@ TEST(PathWatchdog, RelativeRuleWaitsEightRoundTripsOnALongPath) {
   EXPECT_TRUE(w.JudgeRelative(0, 1040 * kMs, &rep));
 }
 
+TEST(PathWatchdog, TailLossProbeSilenceOnAHz250KernelIsNoEvidence) {
+  // What the emulator's quiet scenario saw at process start (CONFIG_HZ=250, 4 ms ticks): "340
+  // segment(s) unacknowledged for 12 ms while path 0 was acknowledged 6 ms ago; limit 10 ms" - the
+  // last segments of a flight dropped by a full queue, and the kernel's loss probe due only after
+  // 2 x RTT + 2 ticks, rounded to ticks. Under the probe's allowance (3 RTT + 4 ticks = 19 ms at
+  // 1 ms RTT) that silence is no evidence; a longer one still is.
+  PathWatchdog::ResetAckGapHistory();
+  PathWatchdog::OverrideKernelTickForTest(4 * kMs);
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  EXPECT_EQ(PathWatchdog::TailProbeAllowance(1000), 19 * kMs);
+  EXPECT_EQ(w.RelativeLimit(1000, 0), 19 * kMs);
+  PathFaultReport rep;
+  PathSample p0 = Sample(340, 1000, 0);
+  p0.rtt_us = 1000;
+  PathSample p1 = Sample(50, 1000, 0);
+  p1.rtt_us = 1000;
+  EXPECT_FALSE(w.Judge(0, p0, 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, p1, 1000 * kMs, &rep));
+  uint64_t t = 1001;
+  for (; t <= 1030; ++t) {
+    p0.ms_since_ack = static_cast<uint32_t>(t - 1000);
+    p1.bytes_acked += 100;
+    EXPECT_FALSE(w.Judge(0, p0, t * kMs, &rep));
+    EXPECT_FALSE(w.Judge(1, p1, t * kMs, &rep));
+    if (w.JudgeRelative(0, t * kMs, &rep)) break;
+  }
+  EXPECT_EQ(t, 1019u) << "fired after " << t - 1000 << " ms of silence";
+  EXPECT_NE(rep.detail.find("limit 19 ms"), std::string::npos) << rep.detail;
+  // At HZ=1000 the same round trip allows 7 ms: the 10 ms floor rules, as before.
+  PathWatchdog::OverrideKernelTickForTest(kMs);
+  EXPECT_EQ(w.RelativeLimit(1000, 0), 10 * kMs);
+  PathWatchdog::OverrideKernelTickForTest(0);
+  // The real tick: 1/CONFIG_HZ, within the clamp (HZ 100-1000).
+  EXPECT_GE(PathWatchdog::KernelTickNs(), 1 * kMs);
+  EXPECT_LE(PathWatchdog::KernelTickNs(), 10 * kMs);
+}
+
 TEST(PathWatchdog, RelativeRuleWaitsLongerOnAHostWhoseAcknowledgementsLag) {
+  const KernelTick1ms tick;
   // A busy host: a silence of 12 ms that ended in progress was seen, watched sample by sample.
   PathWatchdog::ResetAckGapHistory();
   PathWatchdog w(100 * kMs, false, 10 * kMs);
@@ -131,6 +186,7 @@ TEST(PathWatchdog, RelativeRuleWaitsLongerOnAHostWhoseAcknowledgementsLag) {
 }
 
 TEST(PathWatchdog, AGapBetweenSamplesIsNotTakenForAnAcknowledgementLag) {
+  const KernelTick1ms tick;
   // This thread was away for 500 ms: the progress it finds then says nothing about how late acks come.
   PathWatchdog::ResetAckGapHistory();
   PathWatchdog w(100 * kMs, false, 10 * kMs);
@@ -142,6 +198,7 @@ TEST(PathWatchdog, AGapBetweenSamplesIsNotTakenForAnAcknowledgementLag) {
 }
 
 TEST(PathWatchdog, ASilenceAnEarlierSampleSawIsLearnedAfterAPauseOfThisThread) {
+  const KernelTick1ms tick;
   // A busy sender spends 3-10 ms in one sendmsg, so its samples are often further apart than
   // kAckGapSampleSpacingNs - which is when healthy silences happen. A sample that saw `seen_ms` without
   // any acknowledgement, then progress found 8 ms later: the silence lasted at least `seen_ms`, which
@@ -195,6 +252,7 @@ TEST(PathWatchdog, RelativeRuleNeedsAnotherPathMakingProgress) {
 }
 
 TEST(PathWatchdog, AnIdleOtherPathIsAskedForAWitnessAndItsAcknowledgementConfirmsTheCut) {
+  const KernelTick1ms tick;
   PathWatchdog::ResetAckGapHistory();
   // Path 0 carries the traffic and goes silent at t=1000 ms; path 1 is idle (nothing in flight), so
   // no acknowledgement can come on it by itself: without a witness only the absolute rule fires.
@@ -607,7 +665,65 @@ TEST(CpuPressure, ParsesTheSomeLineOfProcPressureCpu) {
   EXPECT_LT(health::CpuPressure::Parse("some avg10=250.0\n"), 0);
 }
 
+TEST(CpuPressure, ParsesTheSomeLinesStallTotal) {
+  uint64_t total = 0;
+  EXPECT_TRUE(health::CpuPressure::ParseTotal("some avg10=12.50 avg60=3.00 avg300=1.00 total=7612865101\n"
+                                              "full avg10=0.00 avg60=0.00 avg300=0.00 total=5\n",
+                                              &total));
+  EXPECT_EQ(total, 7612865101u);
+  EXPECT_TRUE(health::CpuPressure::ParseTotal("some avg10=0.00 avg60=0.00 avg300=0.00 total=0", &total));
+  EXPECT_EQ(total, 0u);
+  EXPECT_FALSE(health::CpuPressure::ParseTotal("", &total));
+  EXPECT_FALSE(health::CpuPressure::ParseTotal("some avg10=1.00\nfull total=5\n", &total));  // not on the some line
+  EXPECT_FALSE(health::CpuPressure::ParseTotal("some total=-5\n", &total));
+  EXPECT_FALSE(health::CpuPressure::ParseTotal("some total=12x\n", &total));
+  EXPECT_FALSE(health::CpuPressure::ParseTotal("some total=99999999999999999999999\n", &total));
+}
+
+TEST(CpuPressure, TheLastIntervalsShareFollowsALoadThatJustStarted) {
+  // 125 ms of stall over 250 ms: half the time some task waited, whatever avg10 says yet.
+  EXPECT_DOUBLE_EQ(health::CpuPressure::IntervalShare(1'000'000, 1'000 * kMs, 1'125'000, 1'250 * kMs), 0.5);
+  EXPECT_DOUBLE_EQ(health::CpuPressure::IntervalShare(7, 1'000 * kMs, 7, 1'250 * kMs), 0.0);
+  // Several tasks waiting at once cannot make more than the whole interval.
+  EXPECT_DOUBLE_EQ(health::CpuPressure::IntervalShare(0, 1'000 * kMs, 900'000, 1'250 * kMs), 1.0);
+  EXPECT_LT(health::CpuPressure::IntervalShare(0, 1'000 * kMs, 50'000, 1'050 * kMs), 0) << "too short to judge";
+  EXPECT_LT(health::CpuPressure::IntervalShare(0, 1'000 * kMs, 50'000, 4'000 * kMs), 0) << "stale";
+  EXPECT_LT(health::CpuPressure::IntervalShare(10, 1'000 * kMs, 5, 1'250 * kMs), 0) << "counter went back";
+  EXPECT_LT(health::CpuPressure::IntervalShare(10, 1'250 * kMs, 20, 1'000 * kMs), 0) << "clock went back";
+}
+
+TEST(CpuPressure, ALoadStartedOnAnIdleHostIsSeenBeforeAvg10CatchesUp) {
+  // The real file: two busy threads beside this one on a host with fewer than three CPUs make tasks
+  // wait; within two read intervals the reading reflects it even when avg10 started near 0.
+  health::CpuPressure::OverrideForTest(-1);
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (access("/proc/pressure/cpu", R_OK) != 0) GTEST_SKIP() << "no /proc/pressure/cpu (PSI off in this kernel)";
+  if (cpus > 2) GTEST_SKIP() << "needs a host of at most 2 CPUs to oversubscribe cheaply (" << cpus << ")";
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spin;
+  for (long i = 0; i < cpus + 1; ++i)
+    spin.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  double seen = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1500)) {
+    const uint64_t now = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+    seen = std::max(seen, health::CpuPressure::Now(now));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  stop = true;
+  for (auto& t : spin) t.join();
+  health::CpuPressure::OverrideForTest(0);
+  // cpus + 2 runnable tasks on cpus CPUs: someone waits nearly all the time; avg10 after 1.5 s is
+  // at most ~14% of that.
+  EXPECT_GT(seen, 0.3) << "the pressure reading lags the load";
+}
+
 TEST(PathWatchdog, OnAnOversubscribedHostTheRelativeRuleWaitsLonger) {
+  const KernelTick1ms tick;
   // What CI saw on a loaded 2-core host: path 0 unacknowledged for 40 ms while path 1 was
   // acknowledged 27 ms ago, on a healthy fabric; and a fresh machine's suite: 41 ms while path 1 was
   // acknowledged 0 ms ago, with PSI some avg10 at about 80% (the 4-rank emulator does not saturate
