@@ -178,7 +178,7 @@ uint64_t PathWatchdog::KernelTickNs() {
 
 void PathWatchdog::OverrideKernelTickForTest(uint64_t ns) { g_tick_override_ns.store(ns, std::memory_order_relaxed); }
 
-uint64_t PathWatchdog::TailProbeAllowance(uint32_t rtt_us) { return 3 * uint64_t{rtt_us} * 1000 + 4 * KernelTickNs(); }
+uint64_t PathWatchdog::TailProbeAllowance(uint32_t rtt_us) { return 4 * uint64_t{rtt_us} * 1000 + 5 * KernelTickNs(); }
 
 uint64_t PathWatchdog::RelativeLimit(uint32_t rtt_us, uint64_t now_ns) const {
   return std::max({fast_stall_ns_, 8 * uint64_t{rtt_us} * 1000, kAckGapMargin * RecentAckGap(now_ns),

@@ -111,10 +111,15 @@ class PathWatchdog {
   // timer at twice the smoothed round trip plus two kernel ticks (more than one segment in flight),
   // rounds it up to whole ticks and fires it on a tick: at CONFIG_HZ=250 (Debian's kernels) that is
   // 12-16 ms of silence on a healthy path, past the 10 ms floor. The emulator's quiet scenario hedged
-  // healthy paths on silences of 12-17 ms this way in 3 of 24 short runs, each early in a process
+  // healthy paths on silences of 12-17 ms this way in 3 of 25 short runs, each early in a process
   // (before its acknowledgement-gap history had learned any). The relative limit is at least this
-  // allowance: three round trips and four ticks (the timer, its tick, the probe's answer). A silent
-  // cut is then found in ~17 ms instead of 10 at HZ=250; at HZ=1000 (4 ms) the floor still rules.
+  // allowance: four round trips and five ticks - the timer's 2 RTT, rounded up to a tick, plus its 2
+  // ticks; the tick it fires on; the probe's answer (an RTT); the last transmission, which arms the
+  // timer, up to an RTT after the last acknowledgement (pacing); and TCP_INFO's last-acknowledgement
+  // age, counted in ticks. 3 RTT + 4 ticks still let a 26 ms silence through (limit 25 ms, a 2-rank
+  // AllReduce on the emulator, 3 ms RTT). A silent cut is then found in ~24 ms instead of 10 at
+  // HZ=250 (with a topology file route fate finds a cut's silent direction in 3-6 ms); at HZ=1000
+  // (9 ms at a 1 ms RTT) the floor still rules.
   static uint64_t TailProbeAllowance(uint32_t rtt_us);
   // The kernel's tick, 1/CONFIG_HZ: the resolution of CLOCK_MONOTONIC_COARSE (clamped to 1-10 ms).
   static uint64_t KernelTickNs();

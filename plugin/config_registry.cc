@@ -48,8 +48,8 @@ const std::vector<KnobSpec> kSpecs = {
     {"FLEXIFORCE_LINK_EVENTS", KnobType::kBool, "1", 0, 1,
      "watch rtnetlink carrier events and fail over a path the moment its local interface loses carrier"},
     {"FLEXIFORCE_PATH_STALL_FAST_MS", KnobType::kInt, "10", 0, 60000,
-     "a path silent this long (or 8 round trips, or TCP's tail-loss probe time - 3 round trips and 4 kernel "
-     "ticks, 16 ms at CONFIG_HZ=250 - if longer) while another path of the same connection is "
+     "a path silent this long (or 8 round trips, or TCP's tail-loss probe time - 4 round trips and 5 kernel "
+     "ticks, 20 ms at CONFIG_HZ=250 - if longer) while another path of the same connection is "
      "acknowledged has its unacknowledged data re-sent elsewhere and is drained, kept open until it answers "
      "or the absolute rule declares it dead (a cut behind a switch that no carrier event reports); paths "
      "recovering a loss are exempt; 0 = off"},

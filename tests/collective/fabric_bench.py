@@ -2,13 +2,15 @@
 """busbw of 4-rank AllReduce through the plugin beside the driver's raw TCP backend, on the
 fabric emulator, in one run (sizes interleaved so machine drift hits both).
 
-Usage: fabric_bench.py FF_COLLECTIVE [--min-bytes 1M] [--max-bytes 256M] [--iters N] [--warmup 5] [--streams 2] [--json]
+Usage: fabric_bench.py FF_COLLECTIVE [--min-bytes 1M] [--max-bytes 256M] [--iters N] [--warmup 5] [--runs 3]
+       [--streams 2] [--pin] [--json]
 Needs root (exit 77 otherwise). One rank per emulated host, all on rail 0 (NCCL_SOCKET_IFNAME=eth0);
 the plugin uses FLEXIFORCE_PATHS=<streams> paths, the raw backend the same number of sockets.
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -51,16 +53,24 @@ def inside(args):
     size = parse_bytes(args.min_bytes)
     while size <= parse_bytes(args.max_bytes):
         iters = args.iters or max(3, min(20, (64 << 20) // size))
-        plugin = run_once(args.binary, state, "plugin", size, iters, args.streams, args.pin, args.test_all, args.warmup)
-        raw = run_once(args.binary, state, "raw", size, iters, args.streams, args.pin, args.test_all, args.warmup)
-        rows.append({"bytes": size, "iters": iters, "warmup": args.warmup, "plugin_busbw_gbps": plugin, "raw_busbw_gbps": raw,
-                     "ratio": plugin / raw if raw else None})
+        plugin_runs, raw_runs = [], []
+        for _ in range(args.runs):  # alternating, so the host's drift hits both arms alike
+            plugin_runs.append(run_once(args.binary, state, "plugin", size, iters, args.streams, args.pin,
+                                        args.test_all, args.warmup))
+            raw_runs.append(run_once(args.binary, state, "raw", size, iters, args.streams, args.pin,
+                                     args.test_all, args.warmup))
+        plugin, raw = statistics.median(plugin_runs), statistics.median(raw_runs)
+        pairs = [p / r for p, r in zip(plugin_runs, raw_runs) if r]
+        rows.append({"bytes": size, "iters": iters, "warmup": args.warmup, "runs": args.runs,
+                     "plugin_busbw_gbps": plugin, "raw_busbw_gbps": raw, "ratio": plugin / raw if raw else None,
+                     "plugin_runs_gbps": plugin_runs, "raw_runs_gbps": raw_runs, "pair_ratios": pairs})
         if not args.json:
-            print(f"{size:>12} {plugin:>12.3f} {raw:>12.3f} {plugin / raw:>8.2f}", flush=True)
+            spread = f"{min(pairs):.2f}-{max(pairs):.2f}" if pairs else "-"
+            print(f"{size:>12} {plugin:>12.3f} {raw:>12.3f} {plugin / raw if raw else 0:>8.2f} {spread:>11}", flush=True)
         size *= 2
     if args.json:
-        print(json.dumps({"ranks": 4, "streams": args.streams, "fabric": "4 hosts, 2 leaves, 2 spines", "rows": rows},
-                         indent=2))
+        print(json.dumps({"ranks": 4, "streams": args.streams, "runs": args.runs,
+                          "fabric": "4 hosts, 2 leaves, 2 spines", "rows": rows}, indent=2))
     return 0
 
 
@@ -74,6 +84,10 @@ def main():
                     help="untimed iterations per launch before the timed ones (default 5, as nccl-tests' -w); "
                          "a launch is a fresh connection, whose first iterations also pay its TCP slow start")
     ap.add_argument("--streams", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=3,
+                    help="launches per backend and size, alternating plugin and raw (default 3); the figures "
+                         "are the medians, the pairs column the lowest and highest plugin/raw ratio of launch k "
+                         "against raw launch k, which ran right after it")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--pin", action="store_true",
                     help="run rank r on CPU r mod ncpu (taskset), the same placement for both backends")
@@ -84,6 +98,8 @@ def main():
     args = ap.parse_args()
     if args.warmup < 0 or args.iters < 0:
         ap.error("--warmup and --iters take a whole number >= 0 (--iters 0: scaled by size)")
+    if args.runs < 1:
+        ap.error("--runs takes a whole number >= 1")
     args.binary = os.path.abspath(args.binary)
     if args.inside:
         return inside(args)
@@ -92,7 +108,9 @@ def main():
         return SKIP
     if not args.json:
         print("# 4-rank ring AllReduce on the fabric emulator: busbw GB/s (nccl-tests definition)")
-        print(f"{'bytes':>12} {'plugin':>12} {'raw':>12} {'ratio':>8}")
+        print(f"# medians of {args.runs} launch(es) per backend, alternating; pairs: lowest-highest plugin/raw "
+              "ratio of launch k against raw launch k")
+        print(f"{'bytes':>12} {'plugin':>12} {'raw':>12} {'ratio':>8} {'pairs':>11}")
     cmd = ["/usr/bin/python3", FABRIC, "run", "--hosts", "4", "--", "/usr/bin/python3", os.path.abspath(__file__),
            "--inside"] + sys.argv[1:]
     return subprocess.call(cmd, stdout=None)

@@ -129,13 +129,13 @@ TEST(PathWatchdog, TailLossProbeSilenceOnAHz250KernelIsNoEvidence) {
   // What the emulator's quiet scenario saw at process start (CONFIG_HZ=250, 4 ms ticks): "340
   // segment(s) unacknowledged for 12 ms while path 0 was acknowledged 6 ms ago; limit 10 ms" - the
   // last segments of a flight dropped by a full queue, and the kernel's loss probe due only after
-  // 2 x RTT + 2 ticks, rounded to ticks. Under the probe's allowance (3 RTT + 4 ticks = 19 ms at
+  // 2 x RTT + 2 ticks, rounded to ticks. Under the probe's allowance (4 RTT + 5 ticks = 24 ms at
   // 1 ms RTT) that silence is no evidence; a longer one still is.
   PathWatchdog::ResetAckGapHistory();
   PathWatchdog::OverrideKernelTickForTest(4 * kMs);
   PathWatchdog w(100 * kMs, false, 10 * kMs);
-  EXPECT_EQ(PathWatchdog::TailProbeAllowance(1000), 19 * kMs);
-  EXPECT_EQ(w.RelativeLimit(1000, 0), 19 * kMs);
+  EXPECT_EQ(PathWatchdog::TailProbeAllowance(1000), 24 * kMs);
+  EXPECT_EQ(w.RelativeLimit(1000, 0), 24 * kMs);
   PathFaultReport rep;
   PathSample p0 = Sample(340, 1000, 0);
   p0.rtt_us = 1000;
@@ -151,9 +151,9 @@ TEST(PathWatchdog, TailLossProbeSilenceOnAHz250KernelIsNoEvidence) {
     EXPECT_FALSE(w.Judge(1, p1, t * kMs, &rep));
     if (w.JudgeRelative(0, t * kMs, &rep)) break;
   }
-  EXPECT_EQ(t, 1019u) << "fired after " << t - 1000 << " ms of silence";
-  EXPECT_NE(rep.detail.find("limit 19 ms"), std::string::npos) << rep.detail;
-  // At HZ=1000 the same round trip allows 7 ms: the 10 ms floor rules, as before.
+  EXPECT_EQ(t, 1024u) << "fired after " << t - 1000 << " ms of silence";
+  EXPECT_NE(rep.detail.find("limit 24 ms"), std::string::npos) << rep.detail;
+  // At HZ=1000 the same round trip allows 9 ms: the 10 ms floor rules, as before.
   PathWatchdog::OverrideKernelTickForTest(kMs);
   EXPECT_EQ(w.RelativeLimit(1000, 0), 10 * kMs);
   PathWatchdog::OverrideKernelTickForTest(0);
