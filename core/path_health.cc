@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <ctime>
+#include <mutex>
 #include <utility>
 
 #include "health/cpu_pressure.h"

@@ -16,10 +16,10 @@ class CpuPressure {
   // The pressure now, as a fraction (0..1): the larger of the kernel's "some avg10" and the share of
   // the last read interval (kReadNs, from the "some total" stall counter) that tasks waited for a
   // CPU. avg10 is a 10 s average: a job that starts on an idle host and oversubscribes it at once
-  // (four busy-polling ranks on 2 cores: 40-80%) reads ~10% for its first seconds, and its first
-  // collectives were judged as on an idle host - a 13 ms acknowledgement gap, common at that load,
-  // hedged a healthy path in 2 of 7 short runs of the emulator's quiet scenario. The interval's own
-  // share follows the load within kReadNs. 0 where PSI is unavailable. Re-read at most every
+  // (four busy-polling ranks on 2 cores: 40-80%) reads ~10% for its first seconds, so its first
+  // collectives were judged as on an idle host. The interval's own share follows the load within
+  // kReadNs. (The healthy paths the emulator's quiet scenario hedged early in a process were mostly
+  // TCP's tail-loss probe at work: PathWatchdog::TailProbeAllowance.) 0 where PSI is unavailable. Re-read at most every
   // kReadNs, process-wide, lock-free (one thread reads the file, the others see the last value).
   static double Now(uint64_t now_ns);
   static constexpr uint64_t kReadNs = 250'000'000;
