@@ -302,11 +302,19 @@ Path* SendComm::PickPath(SendMsg& m) {
     Path& p = *paths_[static_cast<size_t>(last_small_path_)];
     if (usable(p) && p.queued_payload_bytes() + m.size <= kStickyQueueBytes) best = &p;
   }
+  if (striped) {
+    // With one usable path there is nothing to compare: no need to ask the transport.
+    int usable_count = 0;
+    for (auto& p : paths_)
+      if (usable(*p) && ++usable_count == 1) best = p.get();
+    if (usable_count <= 1) return best;
+    best = nullptr;
+  }
   for (auto& p : paths_) {
     if (best != nullptr && !striped) break;
     if (!usable(*p)) continue;
     uint64_t load = p->queued_payload_bytes();
-    if (striped) load += static_cast<uint64_t>(std::max<int64_t>(p->InFlightBytes(), 0));
+    if (striped) load += InFlightThisPass(*p);
     if (best == nullptr || load < best_load) {
       best = p.get();
       best_load = load;
@@ -314,6 +322,16 @@ Path* SendComm::PickPath(SendMsg& m) {
   }
   if (best != nullptr && !striped) m.home_path = last_small_path_ = best->index();
   return best;
+}
+
+uint64_t SendComm::InFlightThisPass(const Path& p) {
+  // Read once per path per Schedule pass (a system call on a stream): nothing is written to the
+  // transport while a pass queues chunks, so the figure can only have shrunk since (the peer
+  // acknowledging), and the chunks queued in this pass are counted by queued_payload_bytes.
+  const size_t i = static_cast<size_t>(p.index());
+  if (i >= inflight_pass_.size()) inflight_pass_.resize(paths_.size() > i ? paths_.size() : i + 1, kInFlightUnread);
+  if (inflight_pass_[i] == kInFlightUnread) inflight_pass_[i] = std::max<int64_t>(p.InFlightBytes(), 0);
+  return static_cast<uint64_t>(inflight_pass_[i]);
 }
 
 void SendComm::QueueChunk(SendMsg& m, Path& p, uint64_t offset) {
@@ -336,6 +354,7 @@ void SendComm::QueueChunk(SendMsg& m, Path& p, uint64_t offset) {
 }
 
 void SendComm::Schedule() {
+  std::fill(inflight_pass_.begin(), inflight_pass_.end(), kInFlightUnread);
   QueueFenceNotices();
   for (uint64_t seq = acked_seq_; seq < next_seq_; ++seq) {
     SendMsg& m = Msg(seq);

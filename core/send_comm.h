@@ -59,6 +59,7 @@ class SendComm final : public Comm {
   // Checks message `m` against the receiver's descriptor; false (and the comm failed) on a mismatch.
   bool Match(SendMsg& m);
   Path* PickPath(SendMsg& m);
+  uint64_t InFlightThisPass(const Path& p);
   void QueueChunk(SendMsg& m, Path& p, uint64_t offset);
   void OnPathLost(Path& p, const std::string& why, uint64_t silent_ns) override;
   bool OnPathSilent(Path& p, const std::string& why, uint64_t silent_ns) override;
@@ -147,6 +148,9 @@ class SendComm final : public Comm {
   uint64_t held_bytes_ = 0;
   uint64_t last_write_ns_ = 0;
   bool wrote_held_ = false;
+  // PickPath: each path's bytes in the transport, read at most once per Schedule pass.
+  static constexpr int64_t kInFlightUnread = -1;
+  std::vector<int64_t> inflight_pass_;
   // PickPath: the path the last small (unstriped) message took, kept while its queue is short.
   int last_small_path_ = -1;
   static constexpr uint64_t kStickyQueueBytes = 128 * 1024;
