@@ -71,6 +71,11 @@ struct PathSample {
   uint32_t dsack_dups = 0;  // retransmitted units the peer reports it already had (spurious)
   uint32_t reord_seen = 0;  // reordering events the sender detected
   uint8_t ca_state = 0;     // congestion-avoidance state (TCP_CA_*): 3 = fast recovery
+  // Flow control, for the log's evidence (window_known false where the transport does not say): the
+  // room the peer last advertised (TCP: tcpi_snd_wnd) and the bytes sent and not acknowledged.
+  bool window_known = false;
+  uint32_t peer_window = 0;
+  uint64_t in_flight_bytes = 0;
 };
 
 class Path {

@@ -104,6 +104,9 @@ bool PathWatchdog::Judge(int path, const PathSample& tp, uint64_t now_ns, PathFa
   s.ms_since_ack = tp.ms_since_ack;
   s.rtt_us = tp.rtt_us;
   s.recovering = tp.sacked > 0 || tp.ca_state == kCaRecovery;
+  s.window_known = tp.window_known;
+  s.peer_window = tp.peer_window;
+  s.in_flight_bytes = tp.in_flight_bytes;
   if (stall_ns_ == 0) return false;
   // A peer that selectively acknowledged what is in flight is alive: the sender is recovering a
   // lost segment (a lost retransmission waits for the retransmission timeout while the window is
@@ -215,6 +218,9 @@ bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out
                   std::to_string((now_ns - o.last_advance_ns) / 1'000'000) + " ms ago; limit " +
                   std::to_string(limit / 1'000'000) + " ms, CPU pressure " +
                   std::to_string(static_cast<int>(health::CpuPressure::Now(now_ns) * 100)) + "%";
+    if (s.window_known)
+      out->detail += ", " + std::to_string(s.in_flight_bytes >> 10) + " KiB in flight, peer's window " +
+                     std::to_string(s.peer_window >> 10) + " KiB";
     return true;
   }
   return false;

@@ -225,6 +225,9 @@ class PathWatchdog {
     uint32_t ms_since_ack = 0;
     uint32_t rtt_us = 0;           // smoothed round trip from the last sample
     bool recovering = false;       // the last sample showed SACKs or fast recovery
+    bool window_known = false;     // the last sample's flow-control figures (PathSample)
+    uint32_t peer_window = 0;
+    uint64_t in_flight_bytes = 0;
     bool alive = false;            // sampled in the current round
     // soft (loss ratio) tracking: counters at the start of the previous and current windows, and now
     bool soft_seen = false;

@@ -240,6 +240,13 @@ PathSample ProbeTcp(int fd) {
   tp.ca_state = ti.tcpi_ca_state;
   if (len >= offsetof(tcp_info, tcpi_dsack_dups) + sizeof(ti.tcpi_dsack_dups)) tp.dsack_dups = ti.tcpi_dsack_dups;
   if (len >= offsetof(tcp_info, tcpi_reord_seen) + sizeof(ti.tcpi_reord_seen)) tp.reord_seen = ti.tcpi_reord_seen;
+  // Older kernels return a shorter tcp_info (tcpi_snd_wnd is in Linux 6.1, Debian 12's kernel).
+  if (len >= offsetof(tcp_info, tcpi_snd_wnd) + sizeof(ti.tcpi_snd_wnd)) {
+    const uint64_t originals = ti.tcpi_bytes_sent - std::min(ti.tcpi_bytes_sent, ti.tcpi_bytes_retrans);
+    tp.window_known = true;
+    tp.peer_window = ti.tcpi_snd_wnd;
+    tp.in_flight_bytes = originals - std::min(originals, static_cast<uint64_t>(ti.tcpi_bytes_acked));
+  }
   return tp;
 }
 

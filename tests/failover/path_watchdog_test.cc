@@ -106,6 +106,43 @@ TEST(PathWatchdog, SilentPathIsDeadEarlyWhenAnotherPathIsBeingAcknowledged) {
   EXPECT_FALSE(w.JudgeRelative(1, 1010 * kMs, &rep));
 }
 
+// The hedge's log line carries the silent path's flow-control state, so an operator can tell a
+// receiver that stopped reading (its window full, nothing more could be sent) from a path that went
+// dark with room to spare.
+TEST(PathWatchdog, TheHedgesEvidenceNamesTheBytesInFlightAndThePeersWindow) {
+  const KernelTick1ms tick;
+  PathWatchdog::ResetAckGapHistory();
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  auto with_window = [](PathSample tp) {
+    tp.window_known = true;
+    tp.in_flight_bytes = 1536 * 1024;
+    tp.peer_window = 6 * 1024 * 1024;
+    return tp;
+  };
+  EXPECT_FALSE(w.Judge(0, with_window(Sample(24, 1000, 0)), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  uint64_t acked1 = 1000;
+  for (uint64_t t = 1001; t <= 1010; ++t) {
+    EXPECT_FALSE(w.Judge(0, with_window(Sample(24, 1000, static_cast<uint32_t>(t - 1000))), t * kMs, &rep));
+    EXPECT_FALSE(w.Judge(1, Sample(50, acked1 += 100, 0), t * kMs, &rep));
+  }
+  ASSERT_TRUE(w.JudgeRelative(0, 1010 * kMs, &rep));
+  EXPECT_NE(rep.detail.find("1536 KiB in flight, peer's window 6144 KiB"), std::string::npos) << rep.detail;
+  // A transport that does not report its window (RDMA) adds nothing.
+  EXPECT_FALSE(w.JudgeRelative(1, 1010 * kMs, &rep));
+  PathWatchdog w2(100 * kMs, false, 10 * kMs);
+  EXPECT_FALSE(w2.Judge(0, Sample(24, 1000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(w2.Judge(1, Sample(50, 1000, 0), 1000 * kMs, &rep));
+  acked1 = 1000;
+  for (uint64_t t = 1001; t <= 1010; ++t) {
+    EXPECT_FALSE(w2.Judge(0, Sample(24, 1000, static_cast<uint32_t>(t - 1000)), t * kMs, &rep));
+    EXPECT_FALSE(w2.Judge(1, Sample(50, acked1 += 100, 0), t * kMs, &rep));
+  }
+  ASSERT_TRUE(w2.JudgeRelative(0, 1010 * kMs, &rep));
+  EXPECT_EQ(rep.detail.find("in flight"), std::string::npos) << rep.detail;
+}
+
 TEST(PathWatchdog, RelativeRuleWaitsEightRoundTripsOnALongPath) {
   PathWatchdog::ResetAckGapHistory();
   // 5 ms round trip (a long fabric): 10 ms of silence is two round trips, not a dead path; 40 ms is.
