@@ -45,8 +45,9 @@ constexpr uint64_t kMiB = 1024 * kKiB;
 constexpr uint64_t kMaxBenchBytes = 1024 * kMiB;
 constexpr uint64_t kMaxBufferBytes = 4096 * kMiB;  // window x max size, per process
 constexpr uint64_t kRttMaxBytes = 1 * kMiB;        // larger round trips say nothing new and cost time
-constexpr int kReps = 5;  // alternating runs per measurement and transport; the median is reported
-constexpr double kTargetSeconds = 0.25;            // auto --iters aims each measurement at this
+constexpr int kReps = 5;  // default alternating runs per measurement and transport (--runs); the median is reported
+constexpr int kMaxReps = 99;
+constexpr double kTargetSeconds = 0.25;            // auto --iters aims kReps runs of a measurement at this
 constexpr uint64_t kMinAutoIters = 20;
 constexpr uint64_t kMaxAutoIters = 2000000;
 constexpr auto kStallLimit = std::chrono::seconds(30);  // no progress for this long = failure
@@ -62,6 +63,7 @@ struct Options {
   uint64_t max_bytes = 64 * kMiB;
   uint64_t iters = 0;  // 0: automatic
   int window = 8;
+  int runs = kReps;  // alternating runs per measurement and transport
   int paths = 0;  // 0: the plugin's configured value
   Mode mode = Mode::kBoth;
   bool throughput = true;  // --measure
@@ -77,8 +79,9 @@ const char kUsage[] =
     "with the same number of streams, between this process and a forked peer, in one run.\n"
     "For every power-of-two size it measures streaming throughput (a window of messages in\n"
     "flight; the plugin's send completion is acknowledged by the receiver, so the time is\n"
-    "end-to-end) and, up to 1 MiB, ping-pong round-trip time. Each figure is the median of 5 runs,\n"
-    "plugin and raw alternating, so a stall in one run (a descheduled process) does not move it.\n"
+    "end-to-end) and, up to 1 MiB, ping-pong round-trip time. Each figure is the median of 5 runs\n"
+    "(--runs), plugin and raw alternating, so a stall in one run (a descheduled process) does not\n"
+    "move it.\n"
     "The \"run pairs\" column gives the lowest and highest throughput ratio of plugin run k against\n"
     "raw run k (it ran right after); with --json every run's figure is under \"runs\".\n"
     "Raw sockets bind 127.0.0.1, use TCP_NODELAY and busy-poll non-blocking sendmsg/recvmsg;\n"
@@ -93,8 +96,12 @@ const char kUsage[] =
     "options:\n"
     "  --min-bytes N     smallest message (default 8; suffixes K, M, G)\n"
     "  --max-bytes N     largest message (default 64M, at most 1G)\n"
-    "  --iters N         messages per measurement (default: automatic, ~0.25 s each, >= 20)\n"
+    "  --iters N         messages per measurement, shared by its runs (default: automatic,\n"
+    "                    ~0.25 s per 5 runs, >= 20)\n"
     "  --window N        messages in flight while streaming, 1..32 (default 8)\n"
+    "  --runs N          alternating runs per measurement and transport, 1..99 (default 5); each\n"
+    "                    run as long as with 5, so 15 runs take three times as long. On a host\n"
+    "                    whose speed drifts between runs, more runs steady the medians\n"
     "  --paths N         plugin paths and raw streams, 1..16; sets FLEXIFORCE_PATHS\n"
     "                    (default: the plugin's configured value)\n"
     "  --mode M          both, plugin or raw (default both)\n"
@@ -154,12 +161,12 @@ std::optional<Options> ParseOptions(int argc, char** argv, int* exit_code) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
     }
-    static const char* kValued[] = {"--min-bytes", "--max-bytes", "--iters",  "--window",
+    static const char* kValued[] = {"--min-bytes", "--max-bytes", "--iters",   "--window", "--runs",
                                     "--paths",     "--mode",      "--measure", "--plugin"};
     if (std::find_if(std::begin(kValued), std::end(kValued), [&](const char* k) { return arg == k; }) ==
         std::end(kValued)) {
       return fail("unknown option '" + arg +
-                  "' (accepted: --min-bytes, --max-bytes, --iters, --window, --paths, --mode, --measure, "
+                  "' (accepted: --min-bytes, --max-bytes, --iters, --window, --runs, --paths, --mode, --measure, "
                   "--plugin, --pin, --json, --help)");
     }
     if (eq == std::string::npos) {
@@ -178,6 +185,9 @@ std::optional<Options> ParseOptions(int argc, char** argv, int* exit_code) {
     } else if (arg == "--window") {
       if (!ParseInt(arg, value, 1, FF_NCCL_NET_MAX_REQUESTS, &n, &err)) return fail(err);
       o.window = static_cast<int>(n);
+    } else if (arg == "--runs") {
+      if (!ParseInt(arg, value, 1, kMaxReps, &n, &err)) return fail(err);
+      o.runs = static_cast<int>(n);
     } else if (arg == "--paths") {
       const KnobSpec* spec = nullptr;
       for (const auto& s : ConfigRegistry::Specs())
@@ -1065,6 +1075,11 @@ class Driver {
     }
   }
 
+  // Calibrated iterations last ~kTargetSeconds over kReps runs; --runs N keeps each run that long.
+  uint64_t AutoIters(uint64_t calibrated) const {
+    return std::max<uint64_t>(calibrated * static_cast<uint64_t>(o_.runs) / kReps, kMinAutoIters);
+  }
+
   Row Measure(uint64_t size) {
     Row row;
     row.size = size;
@@ -1079,20 +1094,21 @@ class Driver {
     const uint64_t first_probe =
         std::clamp<uint64_t>(16 * kMiB / size, std::max<uint64_t>(4, window), std::max<uint64_t>(2 * window, 8));
     if (o_.throughput) {
-      row.stream_iters = o_.iters ? o_.iters : Calibrate(first_probe, stream_probe);
+      row.stream_iters = o_.iters ? o_.iters : AutoIters(Calibrate(first_probe, stream_probe));
       if (o_.iters) {
         for (bool plugin : Transports()) Stream(plugin, size, std::min<uint64_t>(o_.iters, 2 * window));  // warm-up
       }
-      // kReps alternating runs per transport, each a kReps-th of the iterations; the median of each
+      // --runs alternating runs per transport, each sharing the iterations equally; the median of each
       // transport's runs is reported, so one stall (a descheduled process) moves neither figure.
-      const uint64_t per_rep = std::max<uint64_t>(row.stream_iters / kReps, std::min<uint64_t>(row.stream_iters, 2 * window));
+      const uint64_t runs = static_cast<uint64_t>(o_.runs);
+      const uint64_t per_rep = std::max<uint64_t>(row.stream_iters / runs, std::min<uint64_t>(row.stream_iters, 2 * window));
       std::vector<double> plugin_gbps, raw_gbps;
-      for (int rep = 0; rep < kReps; ++rep)
+      for (uint64_t rep = 0; rep < runs; ++rep)
         for (bool plugin : Transports()) {
           double secs = Stream(plugin, size, per_rep);
           (plugin ? plugin_gbps : raw_gbps).push_back(static_cast<double>(size) * static_cast<double>(per_rep) / secs / 1e9);
         }
-      row.stream_iters = per_rep * kReps;
+      row.stream_iters = per_rep * runs;
       row.plugin_gbps = Median(plugin_gbps);
       row.raw_gbps = Median(raw_gbps);
       row.plugin_gbps_runs = std::move(plugin_gbps);
@@ -1100,18 +1116,19 @@ class Driver {
     }
     if (o_.rtt && size <= kRttMaxBytes) {
       auto rtt_probe = [&](bool plugin, uint64_t n) { return PingPong(plugin, size, n) * static_cast<double>(n); };
-      row.rtt_iters = o_.iters ? o_.iters : Calibrate(16, rtt_probe);
+      row.rtt_iters = o_.iters ? o_.iters : AutoIters(Calibrate(16, rtt_probe));
       if (o_.iters) {
         for (bool plugin : Transports()) PingPong(plugin, size, std::min<uint64_t>(o_.iters, 16));
       }
       if (MeasuresPair()) PairPingPong(size, std::min<uint64_t>(row.rtt_iters, 16));  // warm-up
-      const uint64_t per_rep = std::max<uint64_t>(row.rtt_iters / kReps, std::min<uint64_t>(row.rtt_iters, 16));
+      const uint64_t runs = static_cast<uint64_t>(o_.runs);
+      const uint64_t per_rep = std::max<uint64_t>(row.rtt_iters / runs, std::min<uint64_t>(row.rtt_iters, 16));
       std::vector<double> plugin_us, raw_us, pair_us;
-      for (int rep = 0; rep < kReps; ++rep) {
+      for (uint64_t rep = 0; rep < runs; ++rep) {
         for (bool plugin : Transports()) (plugin ? plugin_us : raw_us).push_back(PingPong(plugin, size, per_rep) * 1e6);
         if (MeasuresPair()) pair_us.push_back(PairPingPong(size, per_rep) * 1e6);
       }
-      row.rtt_iters = per_rep * kReps;
+      row.rtt_iters = per_rep * runs;
       row.plugin_rtt_us = Median(plugin_us);
       row.raw_rtt_us = Median(raw_us);
       if (!pair_us.empty()) row.raw_pair_rtt_us = Median(pair_us);
@@ -1312,6 +1329,7 @@ int RunBenchCommand(int argc, char** argv) {
                    {"max_bytes", o.max_bytes},
                    {"iters", o.iters ? nlohmann::json(o.iters) : nlohmann::json("auto")},
                    {"window", o.window},
+                   {"runs", o.runs},
                    {"paths", setup.streams},
                    {"raw_streams", setup.streams},
                    {"raw_stripe_min_bytes", setup.raw.stripe_min},

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks `flexiforce bench --json`: one row per power-of-two size from --min-bytes to --max-bytes,
 every figure measured (positive and finite) for both transports, round trips up to rtt_max_bytes and
-none above, every figure the median of the runs listed under "runs" (5 per transport, each positive),
+none above, every figure the median of the runs listed under "runs" (5 per transport, each positive;
+--runs N: N, an even count's median the mean of its middle two, and a --runs outside 1-99 refused),
 and a verdict for each of the five targets with the ratio it was judged on - recomputed here from the
 rows, so a verdict that does not follow from the figures fails the test.
 Speed itself is not asserted: the targets are reported, not required (a benchmark reports what it measured).
@@ -36,17 +37,36 @@ def positive(row, key):
 RUNS = 5
 
 
-def check_runs(row, key):
-    """row[key] must be the median of row["runs"][key], RUNS positive finite figures."""
+def check_runs(row, key, count=RUNS):
+    """row[key] must be the median of row["runs"][key], `count` positive finite figures."""
     runs = row.get("runs", {}).get(key)
-    if not isinstance(runs, list) or len(runs) != RUNS:
-        fail(f"size {row['size']}: runs.{key} is {runs!r}, expected {RUNS} figures")
+    if not isinstance(runs, list) or len(runs) != count:
+        fail(f"size {row['size']}: runs.{key} is {runs!r}, expected {count} figures")
     for v in runs:
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             fail(f"size {row['size']}: runs.{key} holds {v!r}, expected positive numbers")
-    median = sorted(runs)[RUNS // 2]
+    ordered = sorted(runs)
+    median = ordered[count // 2] if count % 2 else (ordered[count // 2 - 1] + ordered[count // 2]) / 2
     if abs(row[key] - median) > 1e-12 * median:
         fail(f"size {row['size']}: {key} {row[key]} is not the median of its runs {runs}")
+
+
+def check_run_count(flexiforce):
+    """--runs N: N alternating runs per figure; out of range: refused, naming the option and its range."""
+    cmd = [flexiforce, "bench", "--min-bytes", "1K", "--max-bytes", "2K", "--iters", "24", "--runs", "4", "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        fail(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
+    out = json.loads(p.stdout)
+    if out["config"].get("runs") != 4:
+        fail(f"--runs 4: config.runs is {out['config'].get('runs')!r}")
+    for r in out["results"]:
+        for k in ("plugin_gbps", "raw_gbps", "plugin_rtt_us", "raw_rtt_us", "raw_pair_rtt_us"):
+            check_runs(r, k, 4)
+    for bad in ("0", "100", "x"):
+        p = subprocess.run([flexiforce, "bench", "--runs", bad], capture_output=True, text=True, timeout=30)
+        if p.returncode != 2 or "--runs" not in p.stderr or "1 to 99" not in p.stderr:
+            fail(f"--runs {bad}: exit {p.returncode}, stderr {p.stderr.strip()!r}; expected 2 and the accepted range")
 
 
 def main():
@@ -95,6 +115,7 @@ def main():
     got = t["rtt_8b"]
     if abs(got["ratio"] - r8["rtt_ratio"]) > 1e-12 or got["met"] is not (r8["rtt_ratio"] <= 1.3):
         fail(f"target rtt_8b: {got}, expected ratio {r8['rtt_ratio']} against 1.3")
+    check_run_count(sys.argv[1])
     verdicts = ", ".join(f"{k} {'met' if v['met'] else 'missed'}" for k, v in t.items())
     print(f"ok: {len(rows)} sizes, every figure measured; targets recomputed and consistent ({verdicts})")
 
