@@ -83,16 +83,22 @@ bool StreamPath::Flush() {
   constexpr int kMaxIov = 64;
   iovec iov[kMaxIov];
   while (tx_count_ > 0) {
+    // At most kMaxWriteBytes per write (stream_path.h); what is left goes in the next one.
     int n = 0;
-    for (int i = 0; i < tx_count_ && n + 2 <= kMaxIov; ++i) {
+    size_t room = kMaxWriteBytes;
+    for (int i = 0; i < tx_count_ && n + 2 <= kMaxIov && room > 0; ++i) {
       TxFrame& f = tx_[(tx_head_ + i) % kTxRing];
-      uint32_t hb = sizeof(FrameHeader);
+      const uint32_t hb = sizeof(FrameHeader);
+      const uint32_t done = f.sent > hb ? f.sent - hb : 0;
       if (f.sent < hb) {
-        iov[n++] = {reinterpret_cast<char*>(&f.hdr) + f.sent, hb - f.sent};
-        if (f.hdr.length) iov[n++] = {const_cast<char*>(f.payload), f.hdr.length};
-      } else {
-        uint32_t done = f.sent - hb;
-        iov[n++] = {const_cast<char*>(f.payload) + done, f.hdr.length - done};
+        const size_t h = std::min<size_t>(hb - f.sent, room);
+        iov[n++] = {reinterpret_cast<char*>(&f.hdr) + f.sent, h};
+        room -= h;
+      }
+      if (f.hdr.length > done && room > 0) {
+        const size_t l = std::min<size_t>(f.hdr.length - done, room);
+        iov[n++] = {const_cast<char*>(f.payload) + done, l};
+        room -= l;
       }
     }
     ssize_t w = stream_->Send(iov, n);
