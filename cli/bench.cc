@@ -621,7 +621,7 @@ class RawEndpoint {
 
 // The plugin's striping, mirrored by the raw side so that both spread a message alike. The system
 // call size is raw's own best instead: the baseline must not slow down when the plugin's chunk size
-// changes (raw moving 256 KiB per call ran at 4.3-5.0 GB/s where 512 KiB ran at 5.1-6.7; 1 MiB and
+// changes (raw moving 256 KiB per call ran at 3.7-5.0 GB/s where 512 KiB ran at 5.1-6.7; 1 MiB and
 // 4 MiB were no faster; loopback, 2 streams, 256 KiB-64 MiB messages, two alternating rounds).
 struct RawPolicy {
   uint64_t stripe_min;  // FLEXIFORCE_STRIPE_MIN: smaller messages travel whole on one stream
