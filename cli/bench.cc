@@ -86,9 +86,10 @@ const char kUsage[] =
     "raw run k (it ran right after); with --json every run's figure is under \"runs\".\n"
     "Raw sockets bind 127.0.0.1, use TCP_NODELAY and busy-poll non-blocking sendmsg/recvmsg;\n"
     "like the plugin they stripe a message evenly over the streams from FLEXIFORCE_STRIPE_MIN\n"
-    "on, send smaller ones whole, round-robin, and move at most 512 KiB per stream per system\n"
-    "call (raw's best on loopback: 256 KiB ran 15-25% slower, 1 MiB and 4 MiB no faster), whatever\n"
-    "the plugin's FLEXIFORCE_CHUNK_SIZE. Every message is checked (its index sits in its first and\n"
+    "on, send smaller ones whole, round-robin, and move at most 960 KiB per stream per system\n"
+    "call, raw's best on loopback (512 KiB ran up to 40% slower, 1 MiB and more as slow as 512 KiB:\n"
+    "Linux processes acknowledgements inside a write every 16 socket buffers), whatever the\n"
+    "plugin's FLEXIFORCE_CHUNK_SIZE. Every message is checked (its index sits in its first and\n"
     "last 8 bytes); a failed or corrupt transfer exits with status 1.\n"
     "With 2 or more streams the round trip is also measured over a raw socket pair (\"pair\"): the\n"
     "ping on one socket, the echo on another, as NCCL connects one send and one receive\n"
@@ -621,13 +622,16 @@ class RawEndpoint {
 
 // The plugin's striping, mirrored by the raw side so that both spread a message alike. The system
 // call size is raw's own best instead: the baseline must not slow down when the plugin's chunk size
-// changes (raw moving 256 KiB per call ran at 3.7-5.0 GB/s where 512 KiB ran at 5.1-6.7; 1 MiB and
-// 4 MiB were no faster; loopback, 2 streams, 256 KiB-64 MiB messages, two alternating rounds).
+// changes. Loopback, 2 streams, 256 KiB-64 MiB messages, two alternating rounds: 256 KiB per call ran
+// at 3.7-5.0 GB/s, 512 KiB at 5.1-6.7, 1 MiB 5.2-6.7, 4 MiB 4.9-6.3; and 1-64 MiB, two more rounds:
+// 960 KiB at 6.5-9.0 where 512 KiB ran at 5.3-7.2. Linux processes acknowledgements inside a write
+// after every 16 socket buffers (1 MiB here), which on loopback costs the writer the receiver's work
+// (StreamPath::kMaxWriteBytes): just below that is best, as for the plugin.
 struct RawPolicy {
   uint64_t stripe_min;  // FLEXIFORCE_STRIPE_MIN: smaller messages travel whole on one stream
   uint64_t io_bytes;    // the most one sendmsg/recvmsg moves on one stream per pass (kRawIoBytes)
 };
-constexpr uint64_t kRawIoBytes = 512 * kKiB;
+constexpr uint64_t kRawIoBytes = 15 * 64 * kKiB;  // as StreamPath::kMaxWriteBytes
 
 // How a message maps onto the streams: striped evenly from `stripe_min` on (piece k on stream k),
 // else whole on stream index % P - the plugin's own policy, so both sides do comparable work.
