@@ -3,28 +3,70 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 
+#include <strings.h>
+#include <unistd.h>
+
 #include "nccl/net_abi.h"
 
 namespace ff::testing {
 
-// Logger given to the plugin's init: prints WARN always and INFO when FF_TEST_VERBOSE is set.
+// The level StderrLogger prints up to, read once: NCCL_DEBUG as NCCL reads it (NONE, VERSION, WARN,
+// INFO, TRACE; case-insensitive), WARN when it is unset or unknown, and at least INFO when
+// FF_TEST_VERBOSE is set (the tests' switch). NCCL prints nothing without NCCL_DEBUG; a driver
+// standing in for NCCL keeps WARN on, since a warning is what its user runs it to see.
+inline ncclDebugLogLevel StderrLogLevel() {
+  static const ncclDebugLogLevel level = [] {
+    ncclDebugLogLevel l = NCCL_LOG_WARN;
+    if (const char* v = std::getenv("NCCL_DEBUG")) {
+      if (!strcasecmp(v, "NONE")) l = NCCL_LOG_NONE;
+      else if (!strcasecmp(v, "VERSION")) l = NCCL_LOG_VERSION;
+      else if (!strcasecmp(v, "INFO")) l = NCCL_LOG_INFO;
+      else if (!strcasecmp(v, "TRACE")) l = NCCL_LOG_TRACE;
+    }
+    if (std::getenv("FF_TEST_VERBOSE") != nullptr && l < NCCL_LOG_INFO) l = NCCL_LOG_INFO;
+    return l;
+  }();
+  return level;
+}
+
+// Logger given to the plugin's init: prints what StderrLogLevel() lets through.
 inline void StderrLogger(ncclDebugLogLevel level, unsigned long, const char* file, int line, const char* fmt,
                          ...) {
-  static const bool verbose = std::getenv("FF_TEST_VERBOSE") != nullptr;
-  if (level > NCCL_LOG_WARN && !verbose) return;
-  std::fprintf(stderr, "[pid %d] %s %s:%d ", static_cast<int>(getpid()), level == NCCL_LOG_WARN ? "WARN" : "INFO",
-               file, line);
+  // ABORT (4 in the enum, between INFO and TRACE) is a warning's kind: shown wherever WARN is.
+  const ncclDebugLogLevel rank = level == NCCL_LOG_ABORT ? NCCL_LOG_WARN : level;
+  if (rank == NCCL_LOG_NONE || rank > StderrLogLevel()) return;
+  const char* tag = level == NCCL_LOG_WARN    ? "WARN"
+                    : level == NCCL_LOG_ABORT ? "ABORT"
+                    : level == NCCL_LOG_TRACE ? "TRACE"
+                    : level == NCCL_LOG_VERSION ? "VERSION"
+                                                : "INFO";
+  // One write per line: the bench's two processes share stderr, and a line written in pieces (prefix,
+  // message, newline) interleaved with the other's mid-line.
+  char buf[2048];
+  int n = std::snprintf(buf, sizeof(buf), "[pid %d] %s %s:%d ", static_cast<int>(getpid()), tag, file, line);
+  if (n < 0) return;
+  size_t len = std::min(static_cast<size_t>(n), sizeof(buf) - 1);
   va_list ap;
   va_start(ap, fmt);
-  std::vfprintf(stderr, fmt, ap);
+  n = std::vsnprintf(buf + len, sizeof(buf) - len, fmt, ap);
   va_end(ap);
-  std::fputc('\n', stderr);
+  if (n > 0) len = std::min(len + static_cast<size_t>(n), sizeof(buf) - 2);
+  buf[len++] = '\n';
+  std::fflush(stderr);
+  for (size_t off = 0; off < len;) {
+    const ssize_t w = ::write(STDERR_FILENO, buf + off, len - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    off += static_cast<size_t>(w);
+  }
 }
 
 // Default location of the built plugin: $FF_PLUGIN_PATH, else next to the test binary's build tree.
