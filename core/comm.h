@@ -52,9 +52,13 @@ struct CommOptions {
   // Send coalescing (sender): an eager send posted within this long of the last write waits to
   // leave with the next ones (SendComm::Isend); 0: every send is written at once.
   uint64_t coalesce_ns = 0;
-  // Acknowledgement batching (receiver): at most one per ack_batch messages or ack_delay_us.
+  // Acknowledgement batching (receiver): eager messages are acknowledged at most once per ack_batch
+  // messages or ack_delay_us (their sender completed them already; only its retransmit ring waits),
+  // and small buffers' descriptors wait as long. An acknowledgement its sender waits on, held while
+  // receives are posted behind it, waits at most ack_now_delay_us.
   uint32_t ack_batch = 16;
-  uint32_t ack_delay_us = 100;
+  uint32_t ack_delay_us = 1000;
+  uint32_t ack_now_delay_us = 100;
   // Failback: the transport's reconnector (sender) or inbox (receiver); null: never reconnected.
   std::shared_ptr<Reconnector> reconnector;
   std::shared_ptr<ReconnectInbox> reconnect_inbox;

@@ -619,9 +619,10 @@ Status RecvComm::Progress() {
   // completes only on its acknowledgement, few descriptors left to it, its explicit request), else
   // once per ack_batch messages or ack_delay_us.
   // The call's clock read, or a completion's read during it (later): the batching delays below are
-  // 100 us, far above the few microseconds one call lasts, and both differences saturate at 0.
+  // 100 us or more, far above the few microseconds one call lasts, and both differences saturate at 0.
   const uint64_t ack_now = std::max(now, completed_ns);
   const uint64_t delay_ns = uint64_t{opts_.ack_delay_us} * 1000;
+  const uint64_t ack_now_delay_ns = uint64_t{opts_.ack_now_delay_us} * 1000;
   const bool repeat = ack_requested_ || (ack_all_paths_ && cum_done_ == acked_);
   bool send = repeat;
   // Buffers that only messages able to come unsolicited fit (eager, one chunk, on a stream) need no
@@ -653,8 +654,9 @@ Status RecvComm::Progress() {
   // their contents were re-sent whole after 250 ms. For large messages the batch saves nothing.
   const bool ack_due = ack_now_ && (cum_done_ >= next_post_seq_ || cum_done_ - acked_ >= kAckNowBatch ||
                                     ack_now_bytes_ >= kAckNowBytes);
+  // Held at most ack_now_delay_us when the sender waits on it, ack_delay_us when it only frees ring room.
   if (cum_done_ > acked_ && (ack_due || cum_done_ - acked_ >= opts_.ack_batch ||
-                              ack_now - std::min(ack_now, done_since_ns_) >= delay_ns))
+                              ack_now - std::min(ack_now, done_since_ns_) >= (ack_now_ ? ack_now_delay_ns : delay_ns)))
     send = true;
   // An acknowledgement that leaves nothing posted may be the last this receiver sends for a long
   // time: its application may call nothing more on this comm until the sender, waiting on exactly

@@ -1,7 +1,8 @@
 // Acknowledgements of messages whose sender waits on them (above the eager threshold): at once when
 // the message leaves nothing posted, batched while receives are posted behind it - a stream of such
-// messages no longer costs a control frame per message - and never held past the delay while the
-// receiver's application keeps calling in.
+// messages no longer costs a control frame per message - and never held past ack_now_delay_us while
+// the receiver's application keeps calling in. Those of eager messages (their sender completed them
+// already) wait for the batch or the longer ack_delay_us.
 #include <unistd.h>
 
 #include <chrono>
@@ -27,6 +28,7 @@ TEST(AckBatching, AStreamOfMessagesTheSenderWaitsOnIsAcknowledgedInBatches) {
   // acknowledgement here, on any host (under TSan 100 us passed between messages: 9 frames for 16).
   CommOptions o = testing::EagerOptions();
   o.ack_delay_us = 10'000'000;
+  o.ack_now_delay_us = 10'000'000;
   testing::CommPair p = testing::MakeCommPair(1, o);
   std::vector<std::vector<char>> rbuf(kMsgs, std::vector<char>(kSize));
   std::vector<RecvRequest*> rreq(kMsgs);
@@ -73,7 +75,8 @@ TEST(AckBatching, AStreamOfMessagesTheSenderWaitsOnIsAcknowledgedInBatches) {
 
 TEST(AckBatching, AHeldAcknowledgementLeavesWithinTheDelayWhileTheReceiverIsCalled) {
   CommOptions o = testing::EagerOptions();
-  o.ack_delay_us = 2000;
+  o.ack_now_delay_us = 2000;
+  o.ack_delay_us = 10'000'000;  // the eager messages' delay: not the one a waiting sender gets
   testing::CommPair p = testing::MakeCommPair(1, o);
   std::vector<char> a(kSize), b(kSize);
   RecvRequest* ra = Post(*p.recv, a);
@@ -105,6 +108,59 @@ TEST(AckBatching, AHeldAcknowledgementLeavesWithinTheDelayWhileTheReceiverIsCall
   const double waited_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - received).count();
   EXPECT_LT(waited_ms, 1000.0) << "held far past the 2 ms delay";
+}
+
+// Eager messages completed at their sender when they were written: their acknowledgement only frees
+// ring room, so it waits for ack_batch messages or ack_delay_us - in a ping-pong, to ride a later
+// control frame instead of costing one per few messages - while one a sender waits on would have gone.
+TEST(AckBatching, AnEagerMessagesAcknowledgementWaitsForTheBatchOrTheLongerDelay) {
+  constexpr size_t kSmall = 1024;  // under EagerOptions' 4 KiB: completes once written
+  for (const uint32_t delay_us : {2'000u, 10'000'000u}) {
+    SCOPED_TRACE("ack_delay_us " + std::to_string(delay_us));
+    CommOptions o = testing::EagerOptions();
+    o.ack_delay_us = delay_us;
+    o.ack_now_delay_us = 100;
+    testing::CommPair p = testing::MakeCommPair(1, o);
+    std::vector<std::vector<char>> rbuf(4, std::vector<char>(kSmall));
+    std::vector<RecvRequest*> rreq(4);
+    for (int i = 0; i < 4; ++i) ASSERT_NE(rreq[i] = Post(*p.recv, rbuf[i]), nullptr);
+    std::vector<char> sbuf(kSmall, 'e');
+    const int at_start = p.receiver_writes();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (int i = 0; i < 2; ++i) {
+      SendRequest* sr = nullptr;
+      while (sr == nullptr && std::chrono::steady_clock::now() < deadline) {
+        ASSERT_TRUE(p.recv->Progress().ok());
+        ASSERT_TRUE(p.send->Isend(sbuf.data(), kSmall, 2, nullptr, &sr).ok());
+      }
+      ASSERT_NE(sr, nullptr);
+      int sdone = 0, rdone = 0;
+      while (!(sdone && rdone) && std::chrono::steady_clock::now() < deadline) {
+        if (!sdone) {
+          ASSERT_TRUE(p.send->Test(sr, &sdone, nullptr).ok());
+        }
+        if (!rdone) {
+          ASSERT_TRUE(p.recv->Test(rreq[i], &rdone, nullptr).ok());
+        }
+      }
+      ASSERT_TRUE(sdone && rdone) << "eager message " << i;
+    }
+    // Two received, two receives still posted behind them: the receiver keeps calling in.
+    const int before = p.receiver_writes();
+    const auto received = std::chrono::steady_clock::now();
+    int unused = 0;
+    while (std::chrono::steady_clock::now() - received < std::chrono::milliseconds(50)) {
+      ASSERT_TRUE(p.recv->Test(rreq[2], &unused, nullptr).ok());
+      ASSERT_TRUE(p.send->Progress().ok());
+    }
+    if (delay_us > 1'000'000) {
+      // Not the 100 us a waiting sender gets, nor a frame per message.
+      EXPECT_EQ(p.receiver_writes(), before) << "an eager acknowledgement left before its batch or delay";
+    } else {
+      // 2 ms passed long ago: it went (on a slow host perhaps before the wait above began).
+      EXPECT_GE(p.receiver_writes(), at_start + 1) << "held past the 2 ms delay";
+    }
+  }
 }
 
 }  // namespace
