@@ -54,8 +54,9 @@ struct CommOptions {
   uint64_t coalesce_ns = 0;
   // Acknowledgement batching (receiver): eager messages are acknowledged at most once per ack_batch
   // messages or ack_delay_us (their sender completed them already; only its retransmit ring waits),
-  // and small buffers' descriptors wait as long. An acknowledgement its sender waits on, held while
-  // receives are posted behind it, waits at most ack_now_delay_us.
+  // and tiny buffers' descriptors (8 KiB or less unpublished) wait as long. An acknowledgement its
+  // sender waits on (held while receives are posted behind it) and other descriptors wait at most
+  // ack_now_delay_us.
   uint32_t ack_batch = 16;
   uint32_t ack_delay_us = 1000;
   uint32_t ack_now_delay_us = 100;

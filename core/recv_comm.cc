@@ -355,6 +355,7 @@ void RecvComm::CompleteData(int lane, const FrameHeader& h) {
   if (e->received < e->total || e->done) return;
   e->done = true;
   ++messages_done_;
+  done_bytes_since_ack_ += e->total;
   if (h.flags & kDataFlagAckNow) {
     ack_now_ = true;
     ack_now_bytes_ += e->total;
@@ -557,6 +558,7 @@ Status RecvComm::Progress() {
   if (!error_.ok()) return error_;
   const uint64_t now = NowNs();  // the one clock read of a call that completes nothing
   uint64_t completed_ns = 0;     // the latest completion's clock read in this call
+  const uint64_t done_at_entry = messages_done_;
   const bool expecting = active_count_ > 0;
   if (opts_.reconnect_inbox) {
     if (!reconnect_info_sent_) {
@@ -630,12 +632,19 @@ Status RecvComm::Progress() {
   // Tiny buffers (all unpublished ones together within a quarter of the sender's unsolicited byte
   // budget) are published kDescBatchTiny at a time: in a ping-pong of small messages one control
   // frame per 4 messages was a quarter of the data's own system calls.
+  // Descriptors go after ack_now_delay_us, or ack_delay_us while the unpublished buffers together hold
+  // no more than the sender's unsolicited byte budget per message (8 KiB): it then runs out of
+  // messages (kMaxUnsolicitedMsgs) only, and the acknowledgement batch comes first. With larger ones
+  // a ping-pong spent the budget in a few messages and waited (32 KiB round trips: 23 -> 113 us at a
+  // 1 ms delay); the budget rule below guards any delay.
   if (next_post_seq_ > credit_sent_ && !in_irecv_) {
     uint64_t capacity = 0;
     const bool only_small = OnlySmallBuffersUnpublished(&capacity);
     const uint64_t batch = only_small && capacity <= kMaxUnsolicitedBytes / 4 ? kDescBatchTiny : kDescBatch;
+    const uint64_t desc_delay_ns =
+        only_small && capacity <= kMaxUnsolicitedBytes / kMaxUnsolicitedMsgs ? delay_ns : ack_now_delay_ns;
     if ((!only_small && credit_sent_ < cum_done_ + kDescLowWater) || next_post_seq_ - credit_sent_ >= batch ||
-        ack_now - std::min(ack_now, posted_since_ns_) >= delay_ns)
+        ack_now - std::min(ack_now, posted_since_ns_) >= desc_delay_ns)
       send = true;
   }
   // Eager messages need no prompt acknowledgement: their sender completed them already, asks for one
@@ -655,6 +664,20 @@ Status RecvComm::Progress() {
   const bool ack_due = ack_now_ && (cum_done_ >= next_post_seq_ || cum_done_ - acked_ >= kAckNowBatch ||
                                     ack_now_bytes_ >= kAckNowBytes);
   // Held at most ack_now_delay_us when the sender waits on it, ack_delay_us when it only frees ring room.
+  // The sender runs ahead of what it heard from here (descriptors published, messages acknowledged)
+  // by at most kMaxUnsolicitedMsgs messages and kMaxUnsolicitedBytes, then waits: a ping-pong of
+  // 32 KiB messages (one receive posted at a time, so descriptors wait for their batch or the delay)
+  // stopped every 8 messages for the whole delay. Once three quarters of either went, it hears from
+  // the next call that completes nothing (in a ping-pong, after the caller's reply has left: a frame
+  // sent in the completing call sits on the reply's critical path); past seven eighths, from this one.
+  const uint64_t told = std::max(acked_, credit_sent_);
+  if (cum_done_ > told) {
+    const uint64_t msgs = cum_done_ - told;
+    if (msgs >= kMaxUnsolicitedMsgs * 7 / 8 || done_bytes_since_ack_ >= kMaxUnsolicitedBytes * 7 / 8 ||
+        (messages_done_ == done_at_entry &&
+         (msgs >= kMaxUnsolicitedMsgs * 3 / 4 || done_bytes_since_ack_ >= kMaxUnsolicitedBytes * 3 / 4)))
+      send = true;
+  }
   if (cum_done_ > acked_ && (ack_due || cum_done_ - acked_ >= opts_.ack_batch ||
                               ack_now - std::min(ack_now, done_since_ns_) >= (ack_now_ ? ack_now_delay_ns : delay_ns)))
     send = true;
@@ -675,6 +698,7 @@ Status RecvComm::Progress() {
     ack_requested_ = false;
     ack_now_ = false;
     ack_now_bytes_ = 0;
+    done_bytes_since_ack_ = 0;
     acked_ = cum_done_;
     credit_sent_ = next_post_seq_;
   }

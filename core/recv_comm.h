@@ -87,6 +87,8 @@ class RecvComm final : public Comm {
   // Bytes of completed messages whose sender waits on their acknowledgement, not yet acknowledged:
   // from kAckNowBytes on the acknowledgement goes at once (one control frame per MiB costs nothing).
   uint64_t ack_now_bytes_ = 0;
+  // Bytes of messages completed since the last acknowledgement (see Progress: the sender's budget).
+  uint64_t done_bytes_since_ack_ = 0;
   static constexpr uint64_t kAckNowBytes = 1 << 20;
   static constexpr uint64_t kDescBatchTiny = kMaxUnsolicitedMsgs / 2;
   int last_rx_path_ = -1;       // path that last delivered a data frame

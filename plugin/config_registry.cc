@@ -82,9 +82,9 @@ const std::vector<KnobSpec> kSpecs = {
      "messages whose sender waits are acknowledged once per 4 while receives are posted behind them, at "
      "once when none is"},
     {"FLEXIFORCE_ACK_DELAY_US", KnobType::kInt, "1000", 0, 1000000,
-     "longest time the receiver holds a batched acknowledgement of eager messages, or descriptors of small "
-     "posted buffers; an acknowledgement its sender waits on is held at most 100 us, and only while "
-     "receives are posted behind it"},
+     "longest time the receiver holds a batched acknowledgement of eager messages, or descriptors of "
+     "posted buffers of 8 KiB or less in all; other descriptors, and an acknowledgement its sender waits "
+     "on (held only while receives are posted behind it), wait at most 100 us"},
     {"FLEXIFORCE_DUAL_PATH_MS", KnobType::kInt, "0", 0, 600000,
      "dual-path canary: before traffic leaves a degraded path, or returns to a reconnected one, both keep "
      "carrying for this long and are compared (retransmissions, round-trip time); the move happens only "
