@@ -14,7 +14,9 @@ void LogMessage(ncclDebugLogLevel level, unsigned long subsys, const char* file,
 
 }  // namespace ff
 
-#define FF_WARN(...) ::ff::LogMessage(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__)
+// Warnings carry every subsystem bit, as NCCL's own: NCCL filters all levels by NCCL_DEBUG_SUBSYS, whose
+// default (INIT,BOOTSTRAP,ENV) has no NET bit, so a warning tagged NET alone would never be shown.
+#define FF_WARN(...) ::ff::LogMessage(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __LINE__, __VA_ARGS__)
 #define FF_INFO(subsys, ...) ::ff::LogMessage(NCCL_LOG_INFO, (subsys), __FILE__, __LINE__, __VA_ARGS__)
 #ifdef FF_ENABLE_TRACE
 #define FF_TRACE(...) ::ff::LogMessage(NCCL_LOG_TRACE, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__)

@@ -115,7 +115,8 @@ const char kUsage[] =
     "                    transports differ\n"
     "  --json            print the results and configuration as JSON\n"
     "  --help            this text\n\n"
-    "The plugin logs as under NCCL: its warnings always, its INFO lines with NCCL_DEBUG=INFO.\n\n"
+    "The plugin logs as under NCCL: its warnings always, its INFO lines with NCCL_DEBUG=INFO, filtered by\n"
+    "NCCL_DEBUG_SUBSYS (default INIT,BOOTSTRAP,ENV; add NET for connections and failovers).\n\n"
     "targets (each printed MET, MISSED or not measured; under \"targets\" with --json):\n"
     "  DESIGN.md:           throughput >= 0.90x raw for messages >= 1 MiB; 8 B round trip <= 1.3x raw\n"
     "  small-message issue: 1 KiB and 64 KiB throughput >= 0.80x raw; >= 1 MiB >= 0.95x raw\n";
@@ -944,7 +945,9 @@ class PeerProcess {
         std::fprintf(stderr, "flexiforce bench (peer): %s\n", e.what());
         rc = 3;
       }
-      _exit(rc);
+      // exit, not _exit: the plugin's exit handlers run, as at the end of a training process (its
+      // statistics file is removed; _exit left one in /dev/shm per bench run).
+      std::exit(rc);
     }
     close(down[0]);
     close(up[1]);

@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -37,12 +38,46 @@ inline ncclDebugLogLevel StderrLogLevel() {
   return level;
 }
 
-// Logger given to the plugin's init: prints what StderrLogLevel() lets through.
-inline void StderrLogger(ncclDebugLogLevel level, unsigned long, const char* file, int line, const char* fmt,
-                         ...) {
+// NCCL_DEBUG_SUBSYS as NCCL reads it: comma-separated subsystem names (any case; unknown ones ignored),
+// a leading '^' for all but those; INIT,BOOTSTRAP,ENV when unset. FF_TEST_VERBOSE shows every subsystem.
+inline unsigned long ParseDebugSubsys(const char* v) {
+  if (v == nullptr) return NCCL_INIT | NCCL_BOOTSTRAP | NCCL_ENV;
+  static constexpr struct {
+    const char* name;
+    unsigned long bit;
+  } kNames[] = {{"INIT", NCCL_INIT},     {"COLL", NCCL_COLL},   {"P2P", NCCL_P2P},
+                {"SHM", NCCL_SHM},       {"NET", NCCL_NET},     {"GRAPH", NCCL_GRAPH},
+                {"TUNING", NCCL_TUNING}, {"ENV", NCCL_ENV},     {"ALLOC", NCCL_ALLOC},
+                {"CALL", NCCL_CALL},     {"PROXY", NCCL_PROXY}, {"NVLS", NCCL_NVLS},
+                {"BOOTSTRAP", NCCL_BOOTSTRAP}, {"REG", NCCL_REG}, {"PROFILE", NCCL_PROFILE},
+                {"RAS", NCCL_RAS},       {"ALL", NCCL_ALL}};
+  const bool invert = *v == '^';
+  if (invert) ++v;
+  unsigned long mask = invert ? static_cast<unsigned long>(NCCL_ALL) : 0UL;
+  for (const char* p = v; *p != '\0';) {
+    const char* end = std::strchr(p, ',');
+    const size_t n = end != nullptr ? static_cast<size_t>(end - p) : std::strlen(p);
+    for (const auto& e : kNames)
+      if (std::strlen(e.name) == n && strncasecmp(p, e.name, n) == 0) mask = invert ? mask & ~e.bit : mask | e.bit;
+    p += n;
+    if (*p == ',') ++p;
+  }
+  return mask;
+}
+
+inline unsigned long StderrLogMask() {
+  static const unsigned long mask =
+      std::getenv("FF_TEST_VERBOSE") != nullptr ? static_cast<unsigned long>(NCCL_ALL) : ParseDebugSubsys(std::getenv("NCCL_DEBUG_SUBSYS"));
+  return mask;
+}
+
+// Logger given to the plugin's init: prints what StderrLogLevel() and StderrLogMask() let through. As in
+// NCCL, the subsystem mask applies to every level: a line whose flags share no bit with it is dropped.
+inline void StderrLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
+                         const char* fmt, ...) {
   // ABORT (4 in the enum, between INFO and TRACE) is a warning's kind: shown wherever WARN is.
   const ncclDebugLogLevel rank = level == NCCL_LOG_ABORT ? NCCL_LOG_WARN : level;
-  if (rank == NCCL_LOG_NONE || rank > StderrLogLevel()) return;
+  if (rank == NCCL_LOG_NONE || rank > StderrLogLevel() || (flags & StderrLogMask()) == 0) return;
   const char* tag = level == NCCL_LOG_WARN    ? "WARN"
                     : level == NCCL_LOG_ABORT ? "ABORT"
                     : level == NCCL_LOG_TRACE ? "TRACE"

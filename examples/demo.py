@@ -33,7 +33,8 @@ TASKS = [
     {"id": "infer-b", "sla_us": 500, "port": 5302, "coll": "allreduce,broadcast",
      "min": "256K", "max": "2M", "iters": 40},
 ]
-CUT_AT_S = 1.5       # after the ranks start
+CUT_AFTER_CONNECTED_S = 0.5  # after every rank of both tasks has connected: traffic is under way
+CONNECT_WAIT_S = 30.0        # cut anyway after this long
 RESTORE_AFTER_S = 1.5
 PROBE_READY_WAIT_S = 20.0
 LOG_LINE_WIDTH = 150
@@ -79,7 +80,7 @@ def task_env(task, stats_dir, topology=None, extra=None):
         "FLEXIFORCE_STATS_KEEP": "1",            # keep the files after exit for the report below
         "FLEXIFORCE_FAILBACK_MS": "500",         # carrier stable this long -> reconnect a failed path
         "NCCL_DEBUG": "INFO",
-        "FF_TEST_VERBOSE": "1",                  # the driver stands in for NCCL: print its INFO lines
+        "NCCL_DEBUG_SUBSYS": "INIT,ENV,NET",     # as under NCCL: the plugin's NET lines need NET here
     })
     if topology:
         env["FLEXIFORCE_TOPOLOGY"] = topology
@@ -212,7 +213,7 @@ def show_results(task, procs, outputs):
 
 
 def run_tasks(build, stats_dir, tmp, hosts, launch, topology, cut=None, extra_env=None):
-    """Runs both tasks at once; `cut` (optional) is called with the event log at CUT_AT_S."""
+    """Runs both tasks at once; `cut` (optional) is called with the event log once they started."""
     events = Events(os.path.join(tmp, "ranks.log"))
     groups = []
     for task in TASKS:
@@ -276,7 +277,13 @@ def demo_fabric(build, stats_dir, tmp, probe_dir):
         link = [l["id"] for l in st["links"] if l["id"].endswith("--spine1")][-1]
 
         def cut(events):
-            time.sleep(CUT_AT_S)
+            # A fixed time from the start missed train-a on a fast host (its traffic had ended 0.1 s
+            # after a cut at 1.5 s): wait for every rank's connection, then cut while both run.
+            deadline = time.monotonic() + CONNECT_WAIT_S
+            while time.monotonic() < deadline and any(len(events.select(["connected to"], t["id"])) < len(hosts)
+                                                      for t in TASKS):
+                time.sleep(0.02)
+            time.sleep(CUT_AFTER_CONNECTED_S)
             events.mark(f"cut {link} (carrier loss)")
             note(f">>> t={time.monotonic() - events.t_start:.2f}s cutting link {link} while both tasks run")
             fabric("link-down", "--state", state, link)
@@ -336,7 +343,7 @@ def demo_loopback(build, stats_dir, tmp, probe_dir, why):
 
 
 def report_after(events, groups):
-    banner(5, "Each task's messages, tagged by the plugin (NCCL_DEBUG=INFO): task, SLA level, traffic class, "
+    banner(5, "Each task's messages, tagged by the plugin (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,ENV,NET): task, SLA level, traffic class, "
               "the oracle's paths")
     show_connect_choices(events)
     banner(6, "Failover timeline (times since the tasks started; WARN lines of the plugin)")

@@ -28,12 +28,26 @@ typedef enum {
   NCCL_LOG_TRACE = 5
 } ncclDebugLogLevel;
 
-// Subsystem flags used with the logger.
+// Subsystem flags used with the logger. NCCL drops any line, warnings included, whose flags share no
+// bit with NCCL_DEBUG_SUBSYS (default INIT,BOOTSTRAP,ENV); its own warnings pass NCCL_ALL.
 enum : unsigned long {
   NCCL_INIT = 0x1,
+  NCCL_COLL = 0x2,
+  NCCL_P2P = 0x4,
+  NCCL_SHM = 0x8,
   NCCL_NET = 0x10,
+  NCCL_GRAPH = 0x20,
+  NCCL_TUNING = 0x40,
   NCCL_ENV = 0x80,
+  NCCL_ALLOC = 0x100,
+  NCCL_CALL = 0x200,
+  NCCL_PROXY = 0x400,
+  NCCL_NVLS = 0x800,
+  NCCL_BOOTSTRAP = 0x1000,
+  NCCL_REG = 0x2000,
   NCCL_PROFILE = 0x4000,
+  NCCL_RAS = 0x8000,
+  NCCL_ALL = ~0UL,
 };
 
 typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char* file,
