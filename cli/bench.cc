@@ -116,7 +116,7 @@ const char kUsage[] =
     "  --json            print the results and configuration as JSON\n"
     "  --help            this text\n\n"
     "The plugin logs as under NCCL: its warnings always, its INFO lines with NCCL_DEBUG=INFO, filtered by\n"
-    "NCCL_DEBUG_SUBSYS (default INIT,BOOTSTRAP,ENV; add NET for connections and failovers).\n\n"
+    "NCCL_DEBUG_SUBSYS (default INIT,BOOTSTRAP,ENV; add NET for each connection and its close).\n\n"
     "targets (each printed MET, MISSED or not measured; under \"targets\" with --json):\n"
     "  DESIGN.md:           throughput >= 0.90x raw for messages >= 1 MiB; 8 B round trip <= 1.3x raw\n"
     "  small-message issue: 1 KiB and 64 KiB throughput >= 0.80x raw; >= 1 MiB >= 0.95x raw\n";
