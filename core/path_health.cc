@@ -161,6 +161,12 @@ uint64_t PathWatchdog::PressureAllowance(uint64_t now_ns) {
   return static_cast<uint64_t>(p * static_cast<double>(kPressureScaleNs));
 }
 
+uint64_t PathWatchdog::RelativePressureAllowance(uint64_t now_ns) {
+  const double p = health::CpuPressure::Now(now_ns);
+  if (p < kPressureFloor) return 0;
+  return static_cast<uint64_t>(p * static_cast<double>(kRelativePressureScaleNs));
+}
+
 namespace {
 std::atomic<uint64_t> g_tick_override_ns{0};
 
@@ -185,7 +191,7 @@ uint64_t PathWatchdog::TailProbeAllowance(uint32_t rtt_us) { return 4 * uint64_t
 
 uint64_t PathWatchdog::RelativeLimit(uint32_t rtt_us, uint64_t now_ns) const {
   return std::max({fast_stall_ns_, 8 * uint64_t{rtt_us} * 1000, kAckGapMargin * RecentAckGap(now_ns),
-                   PressureAllowance(now_ns), TailProbeAllowance(rtt_us)});
+                   RelativePressureAllowance(now_ns), TailProbeAllowance(rtt_us)});
 }
 
 bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out) {

@@ -100,6 +100,7 @@ class PathWatchdog {
   bool Judge(int path, const PathSample& tp, uint64_t now_ns, PathFaultReport* out);
   // The relative rule's silence limit: FLEXIFORCE_PATH_STALL_FAST_MS, 8 round trips, kAckGapMargin
   // times the longest healthy acknowledgement gap this process saw lately, the CPU-pressure allowance
+  // (RelativePressureAllowance)
   // or TCP's tail-loss probe time (TailProbeAllowance), whichever is longest. A
   // healthy but busy host (2 cores, ranks and softirqs competing) lets one connection's
   // acknowledgements lag 10-70 ms while another's flow; on an idle host gaps stay ~1 ms and the limit
@@ -127,16 +128,23 @@ class PathWatchdog {
   static constexpr uint64_t kAckGapMargin = 3;
   // On an oversubscribed host (Linux PSI: tasks waited for a CPU kPressureFloor of the last 10 s or
   // more) the softirq work that acknowledges one connection can lag behind another's, which from
-  // TCP_INFO looks like a silent cut: the limit grows to pressure x kPressureScaleNs. Healthy silences
-  // seen under load: 11-41 ms while another path flowed, the 41 ms one at ~80% pressure (the 4-rank
-  // emulator on 2 cores: PSI avg10 43-82% over a 60 s run, not saturated), where the old 50 ms scale
-  // allowed only 40 ms; 100 ms gives those twice their longest silence. PSI cannot tell the job's own
-  // busy-polling ranks from other load, so a silent cut on such a host is found in at most
-  // pressure x 100 ms instead of 10. The absolute rule waits at least three times the allowance. On
-  // a host with spare CPUs (< 5%) nothing changes, and at 5-10% the 10 ms floor still rules.
+  // TCP_INFO looks like a silent cut: the limit grows with the pressure. Healthy silences seen under
+  // load: 11-41 ms while another path flowed, the 41 ms one at ~80% pressure (the 4-rank emulator on
+  // 2 cores: PSI avg10 43-82% over a 60 s run, not saturated), where the old 50 ms scale allowed only
+  // 40 ms; then 78 ms at 77% (below). PSI cannot tell the job's own busy-polling ranks from other load,
+  // so a silent cut on such a host is found in at most pressure x kRelativePressureScaleNs instead of
+  // 10 ms. The absolute rule waits at least three times PressureAllowance (pressure x 100 ms). On a
+  // host with spare CPUs (< 5%) nothing changes, and up to ~6% the 10 ms floor still rules.
   static constexpr double kPressureFloor = 0.05;
   static constexpr uint64_t kPressureScaleNs = 100'000'000;
   static uint64_t PressureAllowance(uint64_t now_ns);
+  // The relative rule's own pressure term, pressure x kRelativePressureScaleNs: the quiet scenario
+  // later hedged a healthy path silent for 78 ms at 77% pressure (one of 4 clean 60 s runs; limit
+  // 77 ms) while the other path's bulk data was acknowledged. 150 ms gives that silence half as much
+  // again; a silent cut on a saturated host is found in at most 150 ms. The absolute rule and the
+  // re-send timeout keep PressureAllowance's scale.
+  static constexpr uint64_t kRelativePressureScaleNs = 150'000'000;
+  static uint64_t RelativePressureAllowance(uint64_t now_ns);
   static constexpr uint64_t kAckGapFloorNs = 2'000'000;        // shorter gaps are sampling noise
   static constexpr uint64_t kAckGapCeilingNs = 1'000'000'000;  // longer ones are outages, not delays
   static constexpr uint64_t kAckGapHalfLifeNs = 10'000'000'000ull;
