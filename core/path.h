@@ -76,6 +76,7 @@ struct PathSample {
   bool window_known = false;
   uint32_t peer_window = 0;
   uint64_t in_flight_bytes = 0;
+  uint32_t mss = 0;  // the largest unit the transport sends (TCP: tcpi_snd_mss); 0 where unknown
 };
 
 class Path {

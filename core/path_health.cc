@@ -107,6 +107,19 @@ bool PathWatchdog::Judge(int path, const PathSample& tp, uint64_t now_ns, PathFa
   s.window_known = tp.window_known;
   s.peer_window = tp.peer_window;
   s.in_flight_bytes = tp.in_flight_bytes;
+  s.mss = tp.mss;
+  if (tp.window_known) {
+    // The advertised window is rounded (TCP: to whole segments), so the edge jitters by up to one
+    // segment as data arrives: only a move past that counts as the peer's application reading.
+    // (A count that went backwards is a new connection: it starts over.)
+    const uint64_t edge = tp.bytes_acked + tp.peer_window;
+    if (s.edge_advance_ns == 0 || tp.bytes_acked < s.acked_at_edge_advance ||
+        edge > s.right_edge + std::max<uint64_t>(tp.mss, 1)) {
+      s.right_edge = edge;
+      s.edge_advance_ns = now_ns;
+      s.acked_at_edge_advance = tp.bytes_acked;
+    }
+  }
   if (stall_ns_ == 0) return false;
   // A peer that selectively acknowledged what is in flight is alive: the sender is recovering a
   // lost segment (a lost retransmission waits for the retransmission timeout while the window is
@@ -216,6 +229,15 @@ bool PathWatchdog::JudgeRelative(int path, uint64_t now_ns, PathFaultReport* out
     const bool busy_evidence = o.last_busy_advance_ns >= s.last_progress_ns + limit / 4 &&
                                now_ns - o.last_busy_advance_ns < limit;
     if (!busy_evidence && silent < 2 * limit) continue;
+    // Nor is a path whose peer stopped reading: two segments or more delivered to the peer's transport
+    // since its window's edge last moved. A receiving process that stalls - a vCPU the host holds
+    // ~100 ms, a container throttled for the rest of its CPU period - while holding one path's socket
+    // (mid-read) leaves that path's data unacknowledged, and the kernel acknowledges the other path's
+    // segments on arrival without it: the other path looks alive, the receiver is not. A live
+    // receiver reads what arrives within microseconds, and its acknowledgements show the edge moving.
+    if (o.window_known && o.mss > 0 && o.edge_advance_ns < s.last_progress_ns + limit / 4 &&
+        o.bytes_acked - o.acked_at_edge_advance >= 2 * uint64_t{o.mss})
+      continue;
     out->path = path;
     out->cause = PathFault::kSilent;
     out->silent_ns = silent;

@@ -236,6 +236,12 @@ class PathWatchdog {
     bool window_known = false;     // the last sample's flow-control figures (PathSample)
     uint32_t peer_window = 0;
     uint64_t in_flight_bytes = 0;
+    uint32_t mss = 0;
+    // The right edge of the peer's window (acknowledged bytes + advertised window) moves only as the
+    // peer's application frees receive space: when it last moved, and the acknowledged bytes then.
+    uint64_t right_edge = 0;
+    uint64_t edge_advance_ns = 0;
+    uint64_t acked_at_edge_advance = 0;
     bool alive = false;            // sampled in the current round
     // soft (loss ratio) tracking: counters at the start of the previous and current windows, and now
     bool soft_seen = false;

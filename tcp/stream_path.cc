@@ -244,6 +244,7 @@ PathSample ProbeTcp(int fd) {
   tp.rtt_us = ti.tcpi_rtt;
   tp.sacked = ti.tcpi_sacked;
   tp.ca_state = ti.tcpi_ca_state;
+  tp.mss = ti.tcpi_snd_mss;
   if (len >= offsetof(tcp_info, tcpi_dsack_dups) + sizeof(ti.tcpi_dsack_dups)) tp.dsack_dups = ti.tcpi_dsack_dups;
   if (len >= offsetof(tcp_info, tcpi_reord_seen) + sizeof(ti.tcpi_reord_seen)) tp.reord_seen = ti.tcpi_reord_seen;
   // Older kernels return a shorter tcp_info (tcpi_snd_wnd is in Linux 6.1, Debian 12's kernel).

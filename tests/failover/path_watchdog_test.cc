@@ -842,6 +842,98 @@ TEST(PathWatchdog, ASeventyEightMsSilenceAtSeventySevenPercentPressureIsNoEviden
   EXPECT_EQ(rep.path, 0);
 }
 
+// A receiving process that stalls (a vCPU the host holds ~100 ms, a throttled container) while
+// inside one path's read leaves that path unacknowledged, while its kernel acknowledges the other
+// path's segments on arrival. The other path's window then fills: its right edge (acknowledged bytes
+// plus the advertised window) stands still while data is acknowledged. That is no evidence against
+// the silent path. Seen on this host: "5 segment(s) unacknowledged for 21 ms while path 1 was
+// acknowledged 1 ms ago", path 1's window down to 64 KiB, the receiver answering 64 ms later.
+PathSample Windowed(uint32_t unacked, uint64_t bytes_acked, uint32_t ms_since_ack, uint64_t right_edge,
+                    uint32_t mss) {
+  PathSample tp = Sample(unacked, bytes_acked, ms_since_ack);
+  tp.window_known = true;
+  tp.mss = mss;
+  tp.peer_window = static_cast<uint32_t>(right_edge > bytes_acked ? right_edge - bytes_acked : 0);
+  return tp;
+}
+
+TEST(PathWatchdog, APathWhosePeerStoppedReadingIsNoEvidenceAgainstTheOther) {
+  const KernelTick1ms tick;
+  PathWatchdog::ResetAckGapHistory();
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  constexpr uint32_t kMss = 64 * 1024;
+  constexpr uint64_t kEdge = 32ull << 20;  // the peer's window: 32 MiB from the start
+  uint64_t acked1 = 1000;
+  EXPECT_FALSE(w.Judge(0, Windowed(24, 1000, 0, 1000 + kEdge, kMss), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Windowed(50, acked1, 0, acked1 + kEdge, kMss), 1000 * kMs, &rep));
+  // Path 1's bulk data keeps being acknowledged (busy evidence), 256 KiB a millisecond, but nobody
+  // reads it: the edge stays where it was.
+  for (uint64_t t = 1001; t <= 1030; ++t) {
+    EXPECT_FALSE(w.Judge(0, Windowed(24, 1000, static_cast<uint32_t>(t - 1000), 1000 + kEdge, kMss), t * kMs, &rep));
+    acked1 += 256 * 1024;
+    EXPECT_FALSE(w.Judge(1, Windowed(50, acked1, 0, 1000 + kEdge, kMss), t * kMs, &rep));
+    EXPECT_FALSE(w.JudgeRelative(0, t * kMs, &rep)) << "hedged at " << t - 1000 << " ms: " << rep.detail;
+  }
+  // The receiver runs again and reads path 1: its edge moves, so path 1 is alive - and path 0 still
+  // answers nothing: now that is evidence.
+  uint64_t edge1 = 1000 + kEdge;
+  bool fired = false;
+  for (uint64_t t = 1031; t <= 1035 && !fired; ++t) {
+    EXPECT_FALSE(w.Judge(0, Windowed(24, 1000, static_cast<uint32_t>(t - 1000), 1000 + kEdge, kMss), t * kMs, &rep));
+    acked1 += 256 * 1024;
+    edge1 = acked1 + kEdge;
+    EXPECT_FALSE(w.Judge(1, Windowed(50, acked1, 0, edge1, kMss), t * kMs, &rep));
+    fired = w.JudgeRelative(0, t * kMs, &rep);
+  }
+  EXPECT_TRUE(fired) << "a silent path beside one whose peer reads is hedged";
+  EXPECT_EQ(rep.path, 0);
+}
+
+TEST(PathWatchdog, AReadingPeerWhoseWindowJittersBySegmentsStillCounts) {
+  const KernelTick1ms tick;
+  PathWatchdog::ResetAckGapHistory();
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  constexpr uint32_t kMss = 1448;
+  constexpr uint64_t kWindow = 4ull << 20;
+  uint64_t acked1 = 1000;
+  EXPECT_FALSE(w.Judge(0, Windowed(24, 1000, 0, 1000 + kWindow, kMss), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Windowed(50, acked1, 0, acked1 + kWindow, kMss), 1000 * kMs, &rep));
+  uint64_t fired_at = 0;
+  for (uint64_t t = 1001; t <= 1040 && fired_at == 0; ++t) {
+    EXPECT_FALSE(w.Judge(0, Windowed(24, 1000, static_cast<uint32_t>(t - 1000), 1000 + kWindow, kMss), t * kMs, &rep));
+    acked1 += 20 * kMss;
+    // A live receiver: the window is rounded to whole segments and lags the reads by up to one.
+    const uint64_t edge = acked1 + kWindow - (t % 2) * kMss;
+    EXPECT_FALSE(w.Judge(1, Windowed(50, acked1, 0, edge, kMss), t * kMs, &rep));
+    if (w.JudgeRelative(0, t * kMs, &rep)) fired_at = t - 1000;
+  }
+  EXPECT_EQ(fired_at, 10u) << "the relative rule's floor, as without window figures";
+}
+
+TEST(PathWatchdog, ATrickleOnTheOtherPathCannotShowItsEdgeAndStillCounts) {
+  // Less than two segments acknowledged since the edge last moved: a window rounded to whole
+  // segments cannot show reads that small, so the acknowledgement counts as it always did.
+  const KernelTick1ms tick;
+  PathWatchdog::ResetAckGapHistory();
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  constexpr uint32_t kMss = 64 * 1024;
+  constexpr uint64_t kEdge = 1ull << 20;
+  uint64_t acked1 = 1000;
+  EXPECT_FALSE(w.Judge(0, Windowed(24, 1000, 0, 1000 + kEdge, kMss), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Windowed(3, acked1, 0, acked1 + kEdge, kMss), 1000 * kMs, &rep));
+  uint64_t fired_at = 0;
+  for (uint64_t t = 1001; t <= 1040 && fired_at == 0; ++t) {
+    EXPECT_FALSE(w.Judge(0, Windowed(24, 1000, static_cast<uint32_t>(t - 1000), 1000 + kEdge, kMss), t * kMs, &rep));
+    acked1 += 1024;
+    EXPECT_FALSE(w.Judge(1, Windowed(3, acked1, 0, 1000 + kEdge, kMss), t * kMs, &rep));  // the edge stands
+    if (w.JudgeRelative(0, t * kMs, &rep)) fired_at = t - 1000;
+  }
+  EXPECT_EQ(fired_at, 10u);
+}
+
 // Route fate: one direction of a spine cut sees an error at once, the other only silence.
 RouteLinks Links(std::initializer_list<uint32_t> ids) {
   RouteLinks r;
