@@ -211,6 +211,8 @@ void Comm::SoftDegrade(Path& p, const std::string& why, uint64_t now_ns) {
 }
 
 bool Comm::CheckHealth(uint64_t now) {
+  if (now >= last_health_ns_ && now - last_health_ns_ < kHealthGapNs) return true;
+  last_health_ns_ = now;
   if (alive_paths() >= 2) CheckNics(now);
   // The watchdog only ever removes a path while another remains: the last path is left to the
   // socket's own timeout (FLEXIFORCE_PEER_TIMEOUT_MS), which then fails the communicator.

@@ -218,6 +218,11 @@ class Comm : public FrameSink {
   ProbeBatch::Source ProbeSource() const { return {opts_.task_hash, peer_.c_str(), opts_.task.c_str(), opts_.sla_us}; }
   PauseGate gate_;
   PathWatchdog watchdog_;
+  // CheckHealth's last full pass: its rules judge over milliseconds, so a busy-polling caller's
+  // calls within kHealthGapNs of it find nothing new (with two paths they were a fifth of a small
+  // message's work).
+  static constexpr uint64_t kHealthGapNs = 20'000;
+  uint64_t last_health_ns_ = 0;
   Status error_;
   std::string reject_reason_;  // set by OnHeader when it rejects a frame
   std::unique_ptr<char[]> control_rx_;  // paths x kMaxControlPayload

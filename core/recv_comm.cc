@@ -91,6 +91,7 @@ Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const in
   next_post_seq_ += static_cast<uint64_t>(n);
   for (int i = 0; i < n; ++i) {
     RecvEntry& e = r->entries[i];
+    e = RecvEntry{};
     e.data = static_cast<char*>(data[i]);
     e.capacity = sizes[i];
     e.tag = tags[i];
@@ -99,12 +100,12 @@ Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const in
   active_[active_count_++] = r;
   *out = r;
   if (staged_count_ > 0) DeliverStaged();
-  // A failure here is sticky and reported by test(). The new descriptors are published by the next
-  // test() rather than here: the caller's own send usually comes next (ping-pong, ring steps), and
-  // publishing after it keeps one system call off the message's critical path.
-  in_irecv_ = true;
-  (void)Progress();
-  in_irecv_ = false;
+  // No progress here: the caller's test() comes next and does it all - reads the paths, publishes
+  // the new descriptors, sends what acknowledgements are due. The caller's own send usually comes
+  // first (ping-pong, ring steps), so this keeps every system call off its critical path, and a
+  // progress pass here that could only skip those was a tenth of a small message's work. Only the
+  // first irecv progresses: it tells the sender how a failed path can come back (failback).
+  if (opts_.reconnect_inbox && !reconnect_info_sent_) (void)Progress();
   return Status::Ok();
 }
 
@@ -572,19 +573,22 @@ Status RecvComm::Progress() {
         }
       }
     }
-    opts_.reconnect_inbox->Poll(now);
-    if (!AdoptRejoins(now)) return error_;
+    // Rejoins take seconds to matter (failback); looking for them once per kRejoinPollNs, or while one
+    // is parked, keeps the transport's inbox off every call (a tenth of a small message's work).
+    if (parked_count_ > 0 || now - std::min(now, last_rejoin_poll_ns_) >= kRejoinPollNs) {
+      last_rejoin_poll_ns_ = now;
+      opts_.reconnect_inbox->Poll(now);
+      if (!AdoptRejoins(now)) return error_;
+    }
   }
   ProbeFlushIfOld(now);
   if (!CheckHealth(now)) return error_;
   const uint64_t poll_ns = now;  // the stuck report and the read pacing
   if (expecting) ReportIfStuck(poll_ns);
-  // Inside irecv the paths are not read: the caller's test() comes next and reads them, and in a
-  // ping-pong the caller's reply usually goes first - every system call here would sit on its
-  // critical path. Otherwise every path is read, starting with the one that last delivered data;
+  // Every path is read, starting with the one that last delivered data;
   // once a receive completed the others wait for the next call (a reply is due now, and an idle
   // path costs a system call to find empty).
-  if (expecting && !in_irecv_) {
+  if (expecting) {
     // After stopping early, the next call starts past the path that stopped it, so a path whose
     // neighbour keeps completing receives is never left unread.
     const int n = static_cast<int>(paths_.size());
@@ -637,7 +641,7 @@ Status RecvComm::Progress() {
   // messages (kMaxUnsolicitedMsgs) only, and the acknowledgement batch comes first. With larger ones
   // a ping-pong spent the budget in a few messages and waited (32 KiB round trips: 23 -> 113 us at a
   // 1 ms delay); the budget rule below guards any delay.
-  if (next_post_seq_ > credit_sent_ && !in_irecv_) {
+  if (next_post_seq_ > credit_sent_) {
     uint64_t capacity = 0;
     const bool only_small = OnlySmallBuffersUnpublished(&capacity);
     const uint64_t batch = only_small && capacity <= kMaxUnsolicitedBytes / 4 ? kDescBatchTiny : kDescBatch;

@@ -77,7 +77,6 @@ class RecvComm final : public Comm {
   // whose buffer is posted, so a path never carries a frame the receiver must leave unread - which
   // would block re-sent chunks behind it.
   uint64_t credit_sent_ = 0;
-  bool in_irecv_ = false;
   bool ack_now_ = false;          // a message whose sender waits on its acknowledgement completed
   uint64_t done_since_ns_ = 0;    // when cum_done_ first moved past acked_
   uint64_t posted_since_ns_ = 0;  // when next_post_seq_ first moved past credit_sent_
@@ -151,6 +150,8 @@ class RecvComm final : public Comm {
   // When each path's last read came back empty (0: it delivered something); see Progress.
   std::array<uint64_t, 64> empty_read_ns_{};
   static constexpr uint64_t kIdlePollGapNs = 10'000;
+  static constexpr uint64_t kRejoinPollNs = 1'000'000;  // see Progress: how often rejoins are looked for
+  uint64_t last_rejoin_poll_ns_ = 0;
 
  public:
   uint64_t staged_frames() const { return staged_frames_; }

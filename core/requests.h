@@ -46,6 +46,7 @@ struct SendMsg {
   std::array<uint8_t, kChunkBitmapBits> chunk_path{};
   std::array<uint64_t, kChunkBitmapBits / 64> resend{};
   int resend_count = 0;
+  uint64_t bytes_end = 0;  // bytes of this message and every one posted before it on this comm
 };
 
 // NCCL's handle for one isend.
@@ -83,13 +84,23 @@ struct RecvRequest : Request {
 };
 
 // Fixed pool of T; Acquire returns nullptr when all kMaxRequests are in use.
+// A request taken from its pool starts blank. A receive request's entries (1 KiB) are left to
+// irecv, which clears the n it uses: clearing all eight cost a small message more than its framing.
+inline void Clear(SendRequest& r) { r = SendRequest{}; }
+inline void Clear(RecvRequest& r) {
+  r.n = 0;
+  r.seq_base = 0;
+  r.done_count = 0;
+  r.start_ns = 0;
+}
+
 template <typename T>
 class RequestPool {
  public:
   T* Acquire(RequestKind kind, Comm* comm) {
     for (auto& r : items_) {
       if (r.kind == RequestKind::kFree) {
-        r = T{};
+        Clear(r);
         r.kind = kind;
         r.comm = comm;
         ++in_use_;

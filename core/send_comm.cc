@@ -70,6 +70,8 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   m.seq = seq;
   m.data = static_cast<const char*>(data);
   m.size = size;
+  posted_bytes_ += size;
+  m.bytes_end = posted_bytes_;
   m.chunk = ChunkBytesFor(size, opts_.chunk_bytes);
   m.next_offset = 0;
   m.zero_queued = false;
@@ -356,7 +358,11 @@ void SendComm::QueueChunk(SendMsg& m, Path& p, uint64_t offset) {
 void SendComm::Schedule() {
   std::fill(inflight_pass_.begin(), inflight_pass_.end(), kInFlightUnread);
   QueueFenceNotices();
-  for (uint64_t seq = acked_seq_; seq < next_seq_; ++seq) {
+  // Messages below sched_seq_ are wholly handed to paths; only a re-send (failover, timeout) moves
+  // the cursor back. Eager messages wait lazily for their acknowledgement, so walking every one of
+  // them on each call was most of a small message's scheduling work.
+  sched_seq_ = std::max(acked_seq_, sched_seq_);
+  for (uint64_t seq = sched_seq_; seq < next_seq_; ++seq) {
     SendMsg& m = Msg(seq);
     if (!m.matched) {
       if (m.seq < credit_) {
@@ -384,6 +390,7 @@ void SendComm::Schedule() {
       m.next_offset += std::min<uint64_t>(m.chunk, m.size - m.next_offset);
       m.zero_queued = true;
     }
+    if (seq == sched_seq_) sched_seq_ = seq + 1;
   }
 }
 
@@ -393,9 +400,15 @@ bool SendComm::UnsolicitedFits(const SendMsg& m) const {
   // after a failover behind it). A message that is not eager still completes on its acknowledgement.
   if (!unsolicited_ok_ || m.size > m.chunk || failover_.active) return false;
   if (m.seq < credit_ || m.seq - credit_ >= kMaxUnsolicitedMsgs) return false;
-  // Messages between the credit and this one all went unsolicited (Schedule sends in order).
+  // Messages between the credit and this one all went unsolicited (Schedule sends in order): their
+  // bytes are the difference of the running totals, while the credit's message still has its slot.
   uint64_t bytes = m.size;
-  for (uint64_t s = credit_; s < m.seq; ++s) bytes += msgs_[s % kMaxMsgs].size;
+  if (next_seq_ - credit_ <= kMaxMsgs) {
+    const SendMsg& first = msgs_[credit_ % kMaxMsgs];
+    bytes = m.bytes_end - (first.bytes_end - first.size);
+  } else {
+    for (uint64_t s = credit_; s < m.seq; ++s) bytes += msgs_[s % kMaxMsgs].size;
+  }
   return bytes <= kMaxUnsolicitedBytes;
 }
 
@@ -516,6 +529,7 @@ void SendComm::BeginFailover(Path& dead, const std::string& why, uint64_t silent
       if (m.chunk_path[c] != idx || (m.resend[c / 64] & bit)) continue;
       m.resend[c / 64] |= bit;
       ++m.resend_count;
+      sched_seq_ = std::min(sched_seq_, m.seq);
       resent += std::min<uint64_t>(m.chunk, m.size - c * m.chunk);
     }
   }
@@ -797,7 +811,7 @@ Status SendComm::Progress(uint64_t now) {
     if (!error_.ok()) return error_;
     if (!FlushAll()) return error_;
     bool more = false;
-    for (uint64_t seq = acked_seq_; seq < next_seq_ && !more; ++seq) {
+    for (uint64_t seq = std::max(acked_seq_, sched_seq_); seq < next_seq_ && !more; ++seq) {
       const SendMsg& m = Msg(seq);
       if (!m.matched) break;
       more = m.next_offset < m.size || m.resend_count > 0;
@@ -906,6 +920,7 @@ void SendComm::CheckAckTimeout(uint64_t now_ns) {
       if (r.resend[c / 64] & bit) continue;
       r.resend[c / 64] |= bit;
       ++r.resend_count;
+      sched_seq_ = std::min(sched_seq_, r.seq);
       bytes += r.size == 0 ? 0 : std::min<uint64_t>(r.chunk, r.size - c * r.chunk);
     }
     if (r.home_path >= 0 && !paths_[static_cast<size_t>(r.home_path)]->alive()) r.home_path = -1;

@@ -121,6 +121,8 @@ class SendComm final : public Comm {
   std::array<SendMsg, kMaxMsgs> msgs_{};
   uint64_t next_seq_ = 0;
   uint64_t acked_seq_ = 0;  // every message below this is acknowledged
+  uint64_t sched_seq_ = 0;  // messages in [acked_seq_, sched_seq_) are wholly queued, nothing to re-send
+  uint64_t posted_bytes_ = 0;  // bytes of every message posted so far (SendMsg::bytes_end)
   uint64_t credit_ = 0;     // the receiver has published descriptors for every message below this
   std::unique_ptr<RecvDescriptor[]> desc_;  // kDescWindow, by seq
   std::unique_ptr<uint64_t[]> desc_seq_;    // seq + 1 of the descriptor in each slot (0: none)

@@ -315,7 +315,13 @@ int main(int argc, char** argv) {
       Fail("unknown argument '" + a + "'; see --help");
     }
   }
-  const Result r = mode == "raw" ? RunRaw(size, iters) : RunPlugin(size, iters);
+  Result r;
+  try {
+    r = mode == "raw" ? RunRaw(size, iters) : RunPlugin(size, iters);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ff-one-thread-pingpong: %s\n", e.what());
+    return 1;
+  }
   const double n = static_cast<double>(iters);
   const double rtt = r.wall_s * 1e6 / n, user = r.cpu.user_s * 1e6 / n, sys = r.cpu.sys_s * 1e6 / n;
   if (json) {
