@@ -501,17 +501,29 @@ bool RecvComm::SendAck(bool all_paths, bool republish) {
 
 bool RecvComm::OnlySmallBuffersUnpublished(uint64_t* capacity) const {
   *capacity = 0;
-  const uint64_t limit = std::min<uint64_t>(opts_.eager_bytes, std::min<uint64_t>(kMaxUnsolicitedBytes, opts_.chunk_bytes));
-  if (limit == 0 || paths_.empty() || paths_[0]->NeedsPostedBuffer()) return false;
+  if (opts_.eager_bytes == 0 || paths_.empty() || paths_[0]->NeedsPostedBuffer()) return false;
+  // Eager-sized buffers, any number of them; larger ones up to one chunk (a message the sender may
+  // still send unsolicited, completing on its acknowledgement) while all the unpublished buffers
+  // together hold at most half the unsolicited byte budget. In a ping-pong of 128 KiB messages (one
+  // receive posted at a time) the descriptor went in a control frame of its own after every reply:
+  // a system call at each end and four segments per round trip, for a buffer the sender did not
+  // need to hear of. A pipeline with several large receives posted still publishes at once.
+  const uint64_t small = std::min<uint64_t>(opts_.eager_bytes, std::min<uint64_t>(kMaxUnsolicitedBytes, opts_.chunk_bytes));
+  const uint64_t lone = std::min<uint64_t>(kMaxUnsolicitedBytes / 2, opts_.chunk_bytes);
+  bool larger = false;
   for (int i = 0; i < active_count_; ++i) {
     const RecvRequest& r = *active_[i];
     for (int k = 0; k < r.n; ++k) {
       if (r.seq_base + static_cast<uint64_t>(k) < credit_sent_) continue;
-      if (r.entries[k].capacity > limit) return false;
-      *capacity += r.entries[k].capacity;
+      const uint64_t c = r.entries[k].capacity;
+      if (c > small) {
+        if (c > lone) return false;
+        larger = true;
+      }
+      *capacity += c;
     }
   }
-  return true;
+  return !larger || *capacity <= kMaxUnsolicitedBytes / 2;
 }
 
 void RecvComm::ReportIfStuck(uint64_t now_ns) {

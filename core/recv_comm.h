@@ -51,7 +51,8 @@ class RecvComm final : public Comm {
   // when `republish`), on the path that last delivered data or, when `all_paths`, on every live path.
   bool SendAck(bool all_paths, bool republish);
   // Every buffer whose descriptor is not published yet takes only messages a sender may send
-  // without one (wire v4 unsolicited eager messages).
+  // without one (wire v4 unsolicited messages): eager-sized buffers, or larger ones up to a chunk
+  // while all of them together hold at most half the unsolicited byte budget.
   // *capacity: the bytes those buffers hold together.
   bool OnlySmallBuffersUnpublished(uint64_t* capacity) const;
   bool SendPathEvent(int path, PathEvent event);
