@@ -14,6 +14,20 @@ class ByteStream {
   // Both return bytes moved, 0 for would-block, -1 for an error (errno set); Recv returns -2 on EOF.
   virtual ssize_t Send(const iovec* iov, int iovcnt) = 0;
   virtual ssize_t Recv(void* buf, size_t len) = 0;
+  // Scatter read, same returns: fills the buffers in order and returns fewer bytes than they hold
+  // only when the stream had no more. This default reads each buffer in turn (a system call each);
+  // a socket does it in one (recvmsg).
+  virtual ssize_t RecvV(const iovec* iov, int iovcnt) {
+    ssize_t total = 0;
+    for (int i = 0; i < iovcnt; ++i) {
+      if (iov[i].iov_len == 0) continue;
+      const ssize_t r = Recv(iov[i].iov_base, iov[i].iov_len);
+      if (r <= 0) return total > 0 ? total : r;  // what came before an empty read, EOF or error counts
+      total += r;
+      if (static_cast<size_t>(r) < iov[i].iov_len) break;
+    }
+    return total;
+  }
   virtual std::string Describe() const = 0;  // "10.0.0.1:50000->10.0.0.2:41234" for logs
   virtual int fd() const = 0;                // for poll-based waiting and probes; -1 if none
 };

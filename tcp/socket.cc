@@ -241,6 +241,22 @@ ssize_t RecvSome(int fd, void* buf, size_t len) {
   }
 }
 
+ssize_t RecvSomeV(int fd, const iovec* iov, int iovcnt) {
+  size_t want = 0;
+  for (int i = 0; i < iovcnt; ++i) want += iov[i].iov_len;
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(iovcnt);
+  for (;;) {
+    ssize_t n = ::recvmsg(fd, &m, MSG_DONTWAIT);
+    if (n > 0) return n;
+    if (n == 0) return want == 0 ? 0 : -2;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    return -1;
+  }
+}
+
 uint16_t LocalPort(int fd) {
   sockaddr_storage a{};
   socklen_t len = sizeof(a);

@@ -79,6 +79,7 @@ Status SetNonBlocking(int fd);
 // RecvSome -2 when the peer closed the connection.
 ssize_t SendSome(int fd, const iovec* iov, int iovcnt);
 ssize_t RecvSome(int fd, void* buf, size_t len);
+ssize_t RecvSomeV(int fd, const iovec* iov, int iovcnt);  // one recvmsg into the buffers, in order
 
 // Local port a socket is bound to (host order), 0 on error.
 uint16_t LocalPort(int fd);

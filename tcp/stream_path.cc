@@ -212,11 +212,20 @@ PumpResult StreamPath::PollFrames(FrameSink& sink, int* frames_out) {
     }
     if (drained) return PumpResult::kIdle;
     if (rx_dest_ != nullptr && remaining >= kDirectReadMin) {
-      // Large payloads land straight in the posted buffer: no copy through staging.
-      ssize_t r = stream_->Recv(rx_dest_ + rx_got_, remaining);
+      // Large payloads land straight in the posted buffer: no copy through staging. The same read
+      // goes on into staging (empty here) for what follows - as much as the staging read after this
+      // frame would ask for: one header after a large payload, else the whole buffer. A payload
+      // that was all there used to cost a second read that came back empty (a ping-pong: one per
+      // message) or that took the next header (a stream: one per frame).
+      rpos_ = wpos_ = 0;
+      const size_t tail = rx_hdr_.length >= kHeaderFirstMin ? sizeof(FrameHeader) : staging_bytes_;
+      const iovec iov[2] = {{rx_dest_ + rx_got_, remaining}, {staging_.get(), tail}};
+      ssize_t r = stream_->RecvV(iov, 2);
       if (r > 0) {
-        drained = static_cast<uint32_t>(r) < remaining;
-        rx_got_ += static_cast<uint32_t>(r);
+        const size_t payload = std::min<size_t>(static_cast<size_t>(r), remaining);
+        drained = static_cast<size_t>(r) < remaining + tail;
+        rx_got_ += static_cast<uint32_t>(payload);
+        wpos_ = static_cast<size_t>(r) - payload;
         bytes_received_ += static_cast<uint64_t>(r);
         continue;
       }

@@ -14,6 +14,7 @@ class TcpStream final : public ByteStream {
   TcpStream(Socket s, std::string description) : socket_(std::move(s)), description_(std::move(description)) {}
   ssize_t Send(const iovec* iov, int iovcnt) override { return SendSome(socket_.fd(), iov, iovcnt); }
   ssize_t Recv(void* buf, size_t len) override { return RecvSome(socket_.fd(), buf, len); }
+  ssize_t RecvV(const iovec* iov, int iovcnt) override { return RecvSomeV(socket_.fd(), iov, iovcnt); }
   std::string Describe() const override { return description_; }
   int fd() const override { return socket_.fd(); }
 

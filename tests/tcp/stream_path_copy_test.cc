@@ -2,6 +2,7 @@
 // it follows another large one, and every byte arrives intact whatever sizes the socket's reads return.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -45,24 +46,22 @@ struct Script {
 // and counts the bytes it wrote outside [arena, arena + arena_size): into the path's staging.
 class ScriptedStream final : public ByteStream {
  public:
+  // vectored: a scatter read is one read, as recvmsg on a socket (else ByteStream's default: a read
+  // per buffer).
   ScriptedStream(const std::string& bytes, std::vector<size_t> caps, const char* arena, size_t arena_size,
-                 uint64_t* staged)
-      : bytes_(bytes), caps_(std::move(caps)), arena_(arena), arena_size_(arena_size), staged_(staged) {}
+                 uint64_t* staged, bool vectored = true)
+      : bytes_(bytes), caps_(std::move(caps)), arena_(arena), arena_size_(arena_size), staged_(staged),
+        vectored_(vectored) {}
   ssize_t Send(const iovec*, int) override { return 0; }
   ssize_t Recv(void* buf, size_t len) override {
-    size_t n = std::min(len, bytes_.size() - pos_);
-    if (!caps_.empty()) {
-      const size_t cap = caps_[reads_ % caps_.size()];
-      if (cap != 0) n = std::min(n, cap);
-    }
-    ++reads_;
-    if (n == 0) return 0;  // would block
-    std::memcpy(buf, bytes_.data() + pos_, n);
-    pos_ += n;
-    const char* p = static_cast<const char*>(buf);
-    if (p < arena_ || p >= arena_ + arena_size_) *staged_ += n;
-    return static_cast<ssize_t>(n);
+    iovec one{buf, len};
+    return ReadInto(&one, 1);
   }
+  ssize_t RecvV(const iovec* iov, int iovcnt) override {
+    return vectored_ ? ReadInto(iov, iovcnt) : ByteStream::RecvV(iov, iovcnt);
+  }
+  // Only the first n bytes of the script have arrived (default: all of them).
+  void Show(size_t n) { visible_ = n; }
   std::string Describe() const override { return "scripted"; }
   size_t reads() const { return reads_; }
   int fd() const override { return -1; }
@@ -75,6 +74,30 @@ class ScriptedStream final : public ByteStream {
   const char* arena_;
   size_t arena_size_;
   uint64_t* staged_;
+  bool vectored_;
+  size_t visible_ = SIZE_MAX;
+
+  ssize_t ReadInto(const iovec* iov, int iovcnt) {
+    size_t want = 0;
+    for (int i = 0; i < iovcnt; ++i) want += iov[i].iov_len;
+    size_t n = std::min(want, std::min(bytes_.size(), visible_) - std::min(pos_, std::min(bytes_.size(), visible_)));
+    if (!caps_.empty()) {
+      const size_t cap = caps_[reads_ % caps_.size()];
+      if (cap != 0) n = std::min(n, cap);
+    }
+    ++reads_;
+    if (n == 0) return 0;  // would block
+    size_t left = n;
+    for (int i = 0; i < iovcnt && left > 0; ++i) {
+      const size_t k = std::min(left, iov[i].iov_len);
+      std::memcpy(iov[i].iov_base, bytes_.data() + pos_, k);
+      pos_ += k;
+      left -= k;
+      const char* p = static_cast<const char*>(iov[i].iov_base);
+      if (p < arena_ || p >= arena_ + arena_size_) *staged_ += k;
+    }
+    return static_cast<ssize_t>(n);
+  }
 };
 
 // Hands every data frame a slice of one arena, in order, and checks each payload when it completes.
@@ -175,16 +198,58 @@ TEST(StreamPathCopy, MixedFramesArriveIntactWhateverTheReadSizes) {
   // Staging as on every connection, and the small sizes the stream fuzzer uses (one header, 1000 and
   // 4096 bytes: frames straddle its end and are compacted), and 1, which is raised to one header.
   const std::vector<size_t> stagings = {StreamPath::kStagingBytes, StreamPath::kMinStagingBytes, 1000, 4096, 1};
-  for (size_t staging : stagings) {
-    for (const auto& caps : cap_sets) {
-      ArenaSink sink(script);
-      uint64_t staged = 0;
-      StreamPath path(
-          0, std::make_unique<ScriptedStream>(script.bytes, caps, sink.arena(), sink.arena_size(), &staged), staging);
-      EXPECT_EQ(PollAll(path, sink, lens.size()), lens.size()) << "staging " << staging << ", read caps set " << caps.size();
-      EXPECT_EQ(path.bytes_received(), script.bytes.size());
+  for (const bool vectored : {true, false}) {
+    for (size_t staging : stagings) {
+      for (const auto& caps : cap_sets) {
+        ArenaSink sink(script);
+        uint64_t staged = 0;
+        StreamPath path(0,
+                        std::make_unique<ScriptedStream>(script.bytes, caps, sink.arena(), sink.arena_size(), &staged,
+                                                         vectored),
+                        staging);
+        EXPECT_EQ(PollAll(path, sink, lens.size()), lens.size())
+            << "staging " << staging << ", read caps set " << caps.size() << (vectored ? ", scatter reads" : "");
+        EXPECT_EQ(path.bytes_received(), script.bytes.size());
+      }
     }
   }
+}
+
+TEST(StreamPathCopy, APayloadReadStraightIntoItsBufferTakesWhatFollowsInTheSameRead) {
+  // A ping-pong of 128 KiB messages: after the first (read through staging) each header is read
+  // alone, its payload straight into the buffer - and nothing follows on the socket. The payload's
+  // read asks for the next header too, so its coming back short says the socket is empty: no second
+  // read that comes back empty (one system call per message on loopback).
+  {
+    Script script({static_cast<uint32_t>(128 * kKiB), static_cast<uint32_t>(128 * kKiB)});
+    ArenaSink sink(script);
+    uint64_t staged = 0;
+    auto stream = std::make_unique<ScriptedStream>(script.bytes, std::vector<size_t>{}, sink.arena(),
+                                                   sink.arena_size(), &staged);
+    ScriptedStream* s = stream.get();
+    StreamPath path(0, std::move(stream));
+    s->Show(script.bytes.size() / 2);  // the first message only
+    EXPECT_EQ(path.Poll(sink), PumpResult::kIdle);
+    ASSERT_EQ(sink.frames(), 1u);
+    const size_t before = s->reads();
+    s->Show(script.bytes.size());  // the reply's reply
+    EXPECT_EQ(path.Poll(sink), PumpResult::kIdle);
+    EXPECT_EQ(sink.frames(), 2u);
+    EXPECT_EQ(s->reads() - before, 2u) << "header, payload - and a read after it that came back empty?";
+  }
+  // A stream of large chunks: each payload's read also takes the next chunk's header, one read per
+  // chunk instead of two.
+  std::vector<uint32_t> lens(16, static_cast<uint32_t>(512 * kKiB));
+  Script script(lens);
+  ArenaSink sink(script);
+  uint64_t staged = 0;
+  auto stream = std::make_unique<ScriptedStream>(script.bytes, std::vector<size_t>{}, sink.arena(),
+                                                 sink.arena_size(), &staged);
+  const ScriptedStream* s = stream.get();
+  StreamPath path(0, std::move(stream));
+  ASSERT_EQ(PollAll(path, sink, lens.size()), lens.size());
+  EXPECT_LE(s->reads(), lens.size() + 2) << "large chunks took a header read each";
+  EXPECT_LE(staged, StreamPath::kStagingBytes + lens.size() * sizeof(FrameHeader));
 }
 
 }  // namespace
