@@ -68,6 +68,12 @@ struct CommOptions {
   uint32_t dual_path_ms = 0;  // 0: no canary comparison before moving traffic
 };
 
+// Whole (unstriped) messages of this size and more take the paths in turn; smaller ones stay on the
+// path the last one took (SendComm::PickPath). The receiver, after one this large, reads every path
+// on each call: the next one comes on another (RecvComm::Progress). Striped messages (from
+// FLEXIFORCE_STRIPE_MIN, 256 KiB by default) use every path anyway.
+constexpr uint64_t kRoundRobinMinBytes = 128 * 1024;
+
 class Comm : public FrameSink {
  public:
   Comm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& opts, std::string peer);

@@ -156,6 +156,7 @@ HeaderVerdict RecvComm::OnHeader(Path& path, const FrameHeader& h, char** dest) 
     return HeaderVerdict::kReject;
   }
   last_rx_path_ = pi;
+  last_rx_large_ = h.total >= kRoundRobinMinBytes;
   return PlaceData(pi, h, dest);
 }
 
@@ -617,8 +618,10 @@ Status RecvComm::Progress() {
       // others each call doubled the system calls of the wait (and the reply's latency with them).
       // A path carrying traffic (stripes, streaming) never comes back empty for long, so it is read
       // every call.
+      // After a message of kRoundRobinMinBytes or more the next comes on another path (the sender
+      // takes them in turn): every path is read.
       uint64_t& empty_ns = empty_read_ns_[static_cast<size_t>(i)];
-      if (empty_ns != 0 && i != last_rx_path_ && poll_ns - empty_ns < kIdlePollGapNs) continue;
+      if (empty_ns != 0 && i != last_rx_path_ && !last_rx_large_ && poll_ns - empty_ns < kIdlePollGapNs) continue;
       rx_stamp_ns_ = 0;
       rx_stamp_shared_ = true;
       const PumpResult pumped = p.Poll(*this);

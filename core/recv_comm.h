@@ -92,6 +92,7 @@ class RecvComm final : public Comm {
   static constexpr uint64_t kAckNowBytes = 1 << 20;
   static constexpr uint64_t kDescBatchTiny = kMaxUnsolicitedMsgs / 2;
   int last_rx_path_ = -1;       // path that last delivered a data frame
+  bool last_rx_large_ = false;  // ... of a message of kRoundRobinMinBytes or more
   bool ack_all_paths_ = false;  // a duplicate arrived: the next acknowledgement goes on every path
   // The sender's fence notices (SendComm::QueueFenceNotices): paths it failed over whose end here is
   // not fenced yet. While any is due, data frames wait in their paths (kStall): no chunk re-sent

@@ -206,5 +206,35 @@ TEST(PathChoice, ASinglePathIsNeverAskedForItsLoad) {
   EXPECT_EQ(p.sp[0]->load_reads(), 0);
 }
 
+// Whole messages (below the striping size): from kRoundRobinMinBytes on they take the paths in turn
+// (one socket each, as a raw baseline would); smaller ones stay on one path, where a burst leaves
+// in one write. Every message arrives intact either way.
+TEST(PathChoice, WholeMessagesFromTheRoundRobinSizeTakeThePathsInTurn) {
+  CommOptions o;
+  o.chunk_bytes = 512 * 1024;
+  o.stripe_min_bytes = 256 * 1024;
+  o.eager_bytes = 0;
+  {
+    Pair p = MakePair(o, 2);
+    for (int i = 0; i < 8; ++i) {
+      const std::vector<char> sbuf = Pattern(kRoundRobinMinBytes, i);
+      std::vector<char> rbuf(sbuf.size(), 0);
+      Transfer(p, sbuf, rbuf, 20 + i);
+      if (HasFatalFailure()) return;
+    }
+    EXPECT_EQ(p.sp[0]->chunks(), 4) << "messages of " << kRoundRobinMinBytes << " bytes stayed on one path";
+    EXPECT_EQ(p.sp[1]->chunks(), 4);
+  }
+  Pair p = MakePair(o, 2);
+  for (int i = 0; i < 8; ++i) {
+    const std::vector<char> sbuf = Pattern(kRoundRobinMinBytes / 2, i);
+    std::vector<char> rbuf(sbuf.size(), 0);
+    Transfer(p, sbuf, rbuf, 30 + i);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_EQ(p.sp[0]->chunks() + p.sp[1]->chunks(), 8);
+  EXPECT_TRUE(p.sp[0]->chunks() == 8 || p.sp[1]->chunks() == 8) << "smaller messages left their path";
+}
+
 }  // namespace
 }  // namespace ff
