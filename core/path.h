@@ -113,6 +113,10 @@ class Path {
   // Whether a data chunk needs the receiver's posted-buffer descriptor before it can be sent (RDMA
   // WRITE places it there); a stream may send small eager messages ahead of it (unsolicited).
   virtual bool NeedsPostedBuffer() const { return false; }
+  // Whether a data frame's payload is never read again once Flush handed the frame over (a stream's
+  // write copies it into the kernel). False where the transport reads it later: RDMA reads the
+  // buffer until its work request completes, long after the post.
+  virtual bool PayloadFreeAfterFlush() const { return false; }
   virtual int queued_frames() const = 0;
   virtual uint64_t queued_payload_bytes() const = 0;
   virtual int queued_data_frames() const = 0;

@@ -41,6 +41,9 @@ struct SendMsg {
   uint16_t collective = 0xffff;
   uint64_t start_ns = 0;
   uint64_t ring_end = 0;  // eager: the ring position that frees when this message is acknowledged
+  // Eager, its ring copy not made yet: `data` is still the caller's buffer, written from there first
+  // (SendComm::SecureEagerCopy copies it here before the request can complete).
+  char* ring_copy = nullptr;
   // Failover: the path each queued chunk went to, and the chunks to queue again because their
   // path died. Only those are re-sent; chunks on live paths are still delivered by the transport.
   std::array<uint8_t, kChunkBitmapBits> chunk_path{};

@@ -28,9 +28,11 @@ SendComm::SendComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& 
     std::memset(ring_.get(), 0, ring_size_);
   }
   unsolicited_ok_ = ring_ != nullptr && !paths_.empty();
+  copy_after_write_ = ring_ != nullptr && !paths_.empty();
   for (const auto& p : paths_) {
     unsolicited_ok_ &= !p->NeedsPostedBuffer();
     needs_descriptor_ |= p->NeedsPostedBuffer();
+    copy_after_write_ &= p->PayloadFreeAfterFlush();
   }
 }
 
@@ -83,20 +85,26 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   m.collective = Classify(phandle);
   m.start_ns = now;
   m.ring_end = 0;
+  m.ring_copy = nullptr;
   m.resend = {};
   m.resend_count = 0;
   m.mem = mem != nullptr && mem->Covers(data, size) ? mem : nullptr;
   if (ring_ && size <= opts_.eager_bytes) {
     // Eager: the bytes are copied into the retransmit ring, so the caller's buffer is free as soon
-    // as they are handed to the transport; a failover re-sends them from the ring.
+    // as they are handed to the transport; a failover re-sends them from the ring. On a stream the
+    // copy is made after the write (below, or at the latest when the request completes).
     uint64_t end = ring_tail_;
     char* copy = size == 0 ? nullptr : RingReserve(size, &end);
     if (size == 0 || copy != nullptr) {
-      if (copy != nullptr) std::memcpy(copy, data, size);
-      m.data = copy;
+      if (copy != nullptr && copy_after_write_) {
+        m.ring_copy = copy;
+      } else {
+        if (copy != nullptr) std::memcpy(copy, data, size);
+        m.data = copy;
+        m.mem = nullptr;  // the chunks leave from the ring's copy
+      }
       m.ring_end = end;
       m.eager = true;
-      m.mem = nullptr;  // the chunks leave from the ring's copy
       // The receiver acknowledges eager messages lazily; past half the ring or of the message slots
       // this one asks for its acknowledgement at once, so the sender never runs dry waiting.
       m.ack_soon = (ring_head_ - ring_tail_) * 2 > ring_size_ || inflight_count() * 2 > kMaxMsgs;
@@ -136,6 +144,9 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
   // From the end of the write: on loopback the write itself takes longer than the caller needs to
   // post the next send.
   if (opts_.coalesce_ns != 0) last_write_ns_ = NowNs();
+  // The bytes are on their way (or queued, still pointing at the caller's buffer until written):
+  // the ring copy now costs the peer nothing. An acknowledged message needs none.
+  if (seq >= acked_seq_) SecureEagerCopy(m);
   return Status::Ok();
 }
 
@@ -1069,6 +1080,7 @@ Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {
   if (gate_.paused() || !finished) return Status::Ok();
   *done = 1;
   if (size) *size = r->size;
+  if (r->eager && r->seq >= acked_seq_) SecureEagerCopy(Msg(r->seq));  // the caller may reuse its buffer now
   if (r->eager) {
     if (now == 0) now = NowNs();
     const uint64_t latency = now - r->start_ns;

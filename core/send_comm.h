@@ -105,6 +105,15 @@ class SendComm final : public Comm {
   void OnPathEvent(const PathEventMsg& e);
   // Eager ring: reserves `len` bytes; nullptr when the ring is full.
   char* RingReserve(uint64_t len, uint64_t* end);
+  // An eager message written from the caller's buffer (copy_after_write_) gets its ring copy now:
+  // before its request completes, after which only the copy may be re-sent.
+  void SecureEagerCopy(SendMsg& m) {
+    if (m.ring_copy == nullptr) return;
+    std::memcpy(m.ring_copy, m.data, m.size);
+    m.data = m.ring_copy;
+    m.ring_copy = nullptr;
+    m.mem = nullptr;  // the caller's registration does not cover the copy
+  }
   // Whether reading the paths' incoming frames can wait: nothing this call needs is owed by the peer.
   bool RxCanWait() const;
   // Whether message `m` (beyond the credit) may go before its descriptor: a single-chunk message on
@@ -136,6 +145,10 @@ class SendComm final : public Comm {
   uint32_t rx_skips_ = 0;
   bool unsolicited_ok_ = false;  // every path is a stream (no posted-buffer descriptor needed)
   bool needs_descriptor_ = false;  // a path writes into the receiver's posted buffer (RDMA)
+  // Every path is done with a payload once it is written (a stream): an eager message is written
+  // from the caller's buffer first and copied into the ring after, off the peer's critical path (a
+  // 64 KiB copy is several microseconds; the receiver is reading meanwhile).
+  bool copy_after_write_ = false;
   uint64_t acks_received_ = 0;   // acknowledgement frames read (the receiver is progressing)
   uint64_t acks_at_timeout_ = 0;
   bool acks_asked_ = false;      // the acknowledgement timeout asked for one (eager messages only owed)

@@ -48,6 +48,7 @@ class StreamPath final : public Path {
   int queued_frames() const override { return tx_count_; }
   uint64_t queued_payload_bytes() const override { return tx_payload_bytes_; }
   int queued_data_frames() const override { return tx_data_frames_; }
+  bool PayloadFreeAfterFlush() const override { return true; }
   // Writes as much as the socket takes; false on an I/O error (errno set).
   bool Flush() override;
   void DropQueued() override;

@@ -125,6 +125,127 @@ TEST(EagerFailover, LargeMessagesCompleteOnlyOnAcknowledgement) {
   EXPECT_EQ(rb, sb);
 }
 
+// A socketpair stream that records where each write's buffers lay, and can be cut like CuttableStream.
+class RecordingStream final : public ByteStream {
+ public:
+  RecordingStream(int fd, std::shared_ptr<bool> cut, std::shared_ptr<std::vector<const void*>> bases)
+      : fd_(fd), cut_(std::move(cut)), bases_(std::move(bases)) {}
+  ~RecordingStream() override { close(fd_); }
+  ssize_t Send(const iovec* iov, int n) override {
+    if (*cut_) {
+      errno = EPIPE;
+      return -1;
+    }
+    for (int i = 0; i < n; ++i) bases_->push_back(iov[i].iov_base);
+    return tcp::SendSome(fd_, iov, n);
+  }
+  ssize_t Recv(void* buf, size_t len) override {
+    if (*cut_) {
+      errno = ECONNRESET;
+      return -1;
+    }
+    return tcp::RecvSome(fd_, buf, len);
+  }
+  std::string Describe() const override { return "recording socketpair fd " + std::to_string(fd_); }
+  int fd() const override { return -1; }
+
+ private:
+  int fd_;
+  std::shared_ptr<bool> cut_;
+  std::shared_ptr<std::vector<const void*>> bases_;
+};
+
+// On a stream an eager message is written from the caller's buffer, and copied into the retransmit
+// ring only after (off the receiver's critical path) - at the latest when its request completes:
+// every completed message, its buffer scribbled over at once, is re-sent exact from the ring when
+// the path it went on is cut before the receiver read a byte. A burst is posted before any test,
+// so coalescing holds some sends and they are written (and completed) inside test().
+TEST(EagerFailover, AnEagerMessageIsWrittenFromTheCallersBufferAndCopiedIntoTheRingBeforeItCompletes) {
+  constexpr int kMsgs = 16;
+  constexpr size_t kSize = 3000;
+  CommOptions opts = EagerOptions();
+  opts.coalesce_ns = 1'000'000'000;  // hold every send it may: they are written in test()
+  std::vector<std::shared_ptr<bool>> cuts;
+  std::vector<std::shared_ptr<std::vector<const void*>>> bases;
+  std::vector<std::unique_ptr<Path>> sp, rp;
+  for (int i = 0; i < 2; ++i) {
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    ASSERT_TRUE(tcp::SetNonBlocking(fds[0]).ok());
+    ASSERT_TRUE(tcp::SetNonBlocking(fds[1]).ok());
+    cuts.push_back(std::make_shared<bool>(false));
+    bases.push_back(std::make_shared<std::vector<const void*>>());
+    auto unused = std::make_shared<std::vector<const void*>>();
+    sp.push_back(std::make_unique<StreamPath>(i, std::make_unique<RecordingStream>(fds[0], cuts[i], bases[i])));
+    rp.push_back(std::make_unique<StreamPath>(i, std::make_unique<RecordingStream>(fds[1], cuts[i], unused)));
+  }
+  SendComm send(std::move(sp), opts, "receiver");
+  RecvComm recv(std::move(rp), opts, "sender");
+  std::vector<std::vector<char>> rbuf(kMsgs, std::vector<char>(4096, 0));
+  std::vector<RecvRequest*> rreq(kMsgs, nullptr);
+  for (int i = 0; i < kMsgs; ++i) {
+    void* d = rbuf[i].data();
+    uint64_t cap = rbuf[i].size();
+    int tag = 3;
+    ASSERT_TRUE(recv.Irecv(1, &d, &cap, &tag, &rreq[i]).ok());
+    ASSERT_NE(rreq[i], nullptr);
+  }
+  ASSERT_TRUE(recv.Progress().ok());
+  std::vector<std::vector<char>> sbuf(kMsgs, std::vector<char>(kSize));
+  std::vector<SendRequest*> sreq(kMsgs, nullptr);
+  for (int i = 0; i < kMsgs; ++i) {
+    for (size_t k = 0; k < kSize; ++k) sbuf[i][k] = static_cast<char>('a' + (i * 5 + k) % 26);
+    for (int tries = 0; sreq[i] == nullptr && tries < 1000; ++tries)
+      ASSERT_TRUE(send.Isend(sbuf[i].data(), kSize, 3, nullptr, &sreq[i]).ok());
+    ASSERT_NE(sreq[i], nullptr);
+  }
+  int completed = 0;
+  for (int round = 0; round < 1000 && completed < kMsgs; ++round) {
+    for (int i = 0; i < kMsgs; ++i) {
+      if (sreq[i] == nullptr) continue;
+      int done = 0;
+      ASSERT_TRUE(send.Test(sreq[i], &done, nullptr).ok()) << send.error().message();
+      if (!done) continue;
+      sreq[i] = nullptr;
+      ++completed;
+      std::memset(sbuf[i].data(), 'X', kSize);  // the caller reuses its buffer at once
+    }
+  }
+  ASSERT_EQ(completed, kMsgs) << "eager sends did not complete once handed to the transport";
+  ASSERT_EQ(send.eager_messages(), static_cast<uint64_t>(kMsgs));
+  // Every payload left from the caller's buffers, none from a copy.
+  std::vector<bool> written_from_caller(kMsgs, false);
+  for (const auto& b : bases)
+    for (const void* base : *b)
+      for (int i = 0; i < kMsgs; ++i)
+        if (base == sbuf[i].data()) written_from_caller[static_cast<size_t>(i)] = true;
+  for (int i = 0; i < kMsgs; ++i)
+    EXPECT_TRUE(written_from_caller[static_cast<size_t>(i)]) << "message " << i << " was not written from the caller's buffer";
+  // Cut the path most of them took before the receiver read anything: they are re-sent from the ring.
+  const int cut = bases[0]->size() >= bases[1]->size() ? 0 : 1;
+  *cuts[static_cast<size_t>(cut)] = true;
+  std::vector<int> rdone(kMsgs, 0);
+  int received = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (received < kMsgs && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(send.Progress().ok()) << send.error().message();
+    for (int i = 0; i < kMsgs; ++i) {
+      if (rdone[i]) continue;
+      uint64_t size = 0;
+      ASSERT_TRUE(recv.Test(rreq[i], &rdone[i], &size).ok()) << recv.error().message();
+      if (rdone[i]) {
+        EXPECT_EQ(size, kSize);
+        ++received;
+      }
+    }
+  }
+  ASSERT_EQ(received, kMsgs) << "messages lost with the cut path";
+  EXPECT_GT(send.resent_bytes(), 0u) << "nothing was re-sent: the cut path carried nothing";
+  for (int i = 0; i < kMsgs; ++i)
+    for (size_t k = 0; k < kSize; ++k)
+      ASSERT_EQ(rbuf[i][k], static_cast<char>('a' + (i * 5 + k) % 26)) << "message " << i << " byte " << k;
+}
+
 void Fill(std::vector<char>& b, int seed) {
   for (size_t k = 0; k < b.size(); ++k) b[k] = static_cast<char>('a' + (seed * 7 + k) % 26);
 }
