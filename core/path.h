@@ -134,6 +134,10 @@ class Path {
   // non-blocking read) says so, and the receiver reads a path that keeps coming back empty less
   // often; the default (false) suits a transport that reads a completion queue in user space.
   virtual bool LastPollEmpty() const { return false; }
+  // The receiver waits on one small message at a time (a ping-pong, a latency-bound collective's
+  // steps): a transport may then defer the receive's bookkeeping to its next read, after the
+  // caller's reply (a stream: its kernel's acknowledgement). The default ignores the hint.
+  virtual void HintLoneReceive(bool lone) { (void)lone; }
   virtual const std::string& rx_error() const = 0;
   virtual int last_errno() const = 0;
 

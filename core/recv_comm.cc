@@ -157,6 +157,7 @@ HeaderVerdict RecvComm::OnHeader(Path& path, const FrameHeader& h, char** dest) 
   }
   last_rx_path_ = pi;
   last_rx_large_ = h.total >= kRoundRobinMinBytes;
+  last_rx_small_ = h.total <= kLoneReceiveMaxBytes;
   return PlaceData(pi, h, dest);
 }
 
@@ -609,6 +610,9 @@ Status RecvComm::Progress() {
     if (poll_after_ >= 0) first = (poll_after_ + 1) % n;
     poll_after_ = -1;
     const uint64_t done_before = messages_done_;
+    // A lone small receive (a ping-pong): a stream leaves what it reads in its socket until its next
+    // read, so the kernel's acknowledgement goes after the caller's reply (StreamPath::kPeekMaxBytes).
+    const bool lone = last_rx_small_ && next_post_seq_ - cum_done_ == 1;
     for (int k = 0; k < n; ++k) {
       const int i = (first + k) % n;
       Path& p = *paths_[static_cast<size_t>(i)];
@@ -624,6 +628,7 @@ Status RecvComm::Progress() {
       if (empty_ns != 0 && i != last_rx_path_ && !last_rx_large_ && poll_ns - empty_ns < kIdlePollGapNs) continue;
       rx_stamp_ns_ = 0;
       rx_stamp_shared_ = true;
+      p.HintLoneReceive(lone);
       const PumpResult pumped = p.Poll(*this);
       rx_stamp_shared_ = false;
       completed_ns = std::max(completed_ns, rx_stamp_ns_);

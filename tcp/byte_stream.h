@@ -28,6 +28,18 @@ class ByteStream {
     }
     return total;
   }
+  // Peek: reads like Recv (same returns) but leaves the bytes in the stream; Skip then drops `len`
+  // bytes a Peek already returned (bytes dropped, 0, -1 or -2 as Recv). Only where CanPeek().
+  virtual bool CanPeek() const { return false; }
+  virtual ssize_t Peek(void* buf, size_t len) {
+    (void)buf;
+    (void)len;
+    return -1;
+  }
+  virtual ssize_t Skip(size_t len) {
+    (void)len;
+    return -1;
+  }
   virtual std::string Describe() const = 0;  // "10.0.0.1:50000->10.0.0.2:41234" for logs
   virtual int fd() const = 0;                // for poll-based waiting and probes; -1 if none
 };

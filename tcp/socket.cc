@@ -241,6 +241,30 @@ ssize_t RecvSome(int fd, void* buf, size_t len) {
   }
 }
 
+ssize_t PeekSome(int fd, void* buf, size_t len) {
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, len, MSG_DONTWAIT | MSG_PEEK);
+    if (n > 0) return n;
+    if (n == 0) return len == 0 ? 0 : -2;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    return -1;
+  }
+}
+
+ssize_t SkipSome(int fd, size_t len) {
+  // A TCP socket drops the bytes without copying them anywhere under MSG_TRUNC.
+  char unused;
+  for (;;) {
+    ssize_t n = ::recv(fd, &unused, len, MSG_DONTWAIT | MSG_TRUNC);
+    if (n > 0) return n;
+    if (n == 0) return len == 0 ? 0 : -2;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    return -1;
+  }
+}
+
 ssize_t RecvSomeV(int fd, const iovec* iov, int iovcnt) {
   size_t want = 0;
   for (int i = 0; i < iovcnt; ++i) want += iov[i].iov_len;

@@ -70,6 +70,7 @@ void StreamPath::DropQueued() {
 
 void StreamPath::Fence() {
   DropQueued();
+  peeked_ = 0;  // the reset drops them with everything else
   const int fd = stream_->fd();
   if (fd < 0) return;
   // connect(AF_UNSPEC) disconnects a TCP socket in place: the kernel purges its send queue and
@@ -128,7 +129,28 @@ bool StreamPath::Flush() {
   return true;
 }
 
+bool StreamPath::ConsumePeeked(PumpResult* result) {
+  while (peeked_ > 0) {
+    const ssize_t r = stream_->Skip(peeked_);
+    if (r > 0) {
+      peeked_ -= std::min(peeked_, static_cast<size_t>(r));
+      continue;
+    }
+    if (r == 0) {
+      *result = PumpResult::kIdle;  // cannot be (the bytes were there); the next call tries again
+    } else if (r == -2) {
+      *result = PumpResult::kClosed;
+    } else {
+      last_errno_ = errno;
+      *result = PumpResult::kIoError;
+    }
+    return false;
+  }
+  return true;
+}
+
 bool StreamPath::FillStaging(PumpResult* result, bool* drained) {
+  if (!ConsumePeeked(result)) return false;
   if (rpos_ == wpos_) rpos_ = wpos_ = 0;
   if (wpos_ == staging_bytes_) {
     std::memmove(staging_.get(), staging_.get() + rpos_, wpos_ - rpos_);
@@ -138,9 +160,16 @@ bool StreamPath::FillStaging(PumpResult* result, bool* drained) {
   size_t room = staging_bytes_ - wpos_;
   if (header_only_read_ && !have_header_ && wpos_ - rpos_ < sizeof(FrameHeader))
     room = std::min(room, sizeof(FrameHeader) - (wpos_ - rpos_));
-  ssize_t r = stream_->Recv(staging_.get() + wpos_, room);
+  const bool peek = lone_receive_ && stream_->CanPeek();
+  if (peek) room = std::min(room, kPeekMaxBytes);
+  ssize_t r = peek ? stream_->Peek(staging_.get() + wpos_, room) : stream_->Recv(staging_.get() + wpos_, room);
   if (r > 0) {
     *drained = static_cast<size_t>(r) < room;
+    if (peek) {
+      peeked_ = static_cast<size_t>(r);
+      // A full peek is a stream, not one small message: consume it now.
+      if (!*drained && !ConsumePeeked(result)) return false;
+    }
     wpos_ += static_cast<size_t>(r);
     bytes_received_ += static_cast<uint64_t>(r);
     return true;
@@ -217,6 +246,7 @@ PumpResult StreamPath::PollFrames(FrameSink& sink, int* frames_out) {
       // frame would ask for: one header after a large payload, else the whole buffer. A payload
       // that was all there used to cost a second read that came back empty (a ping-pong: one per
       // message) or that took the next header (a stream: one per frame).
+      if (!ConsumePeeked(&result)) return result;
       rpos_ = wpos_ = 0;
       const size_t tail = rx_hdr_.length >= kHeaderFirstMin ? sizeof(FrameHeader) : staging_bytes_;
       const iovec iov[2] = {{rx_dest_ + rx_got_, remaining}, {staging_.get(), tail}};

@@ -32,6 +32,13 @@ class StreamPath final : public Path {
   // Frames one Poll call delivers at most: a peer that floods small control frames cannot pin the
   // caller's test() (NCCL's proxy thread serves every communicator); the rest waits for the next call.
   static constexpr int kMaxFramesPerPoll = 256;
+  // Lone receives (HintLoneReceive): a staging read peeks at most this much and leaves it in the
+  // socket until the next read drops it (Skip). A receiving kernel acknowledges every second small
+  // segment inside the read that empties its socket - on a connection that carries data one way
+  // (NCCL's send and receive connections), a bare ACK on the critical path of every other
+  // message. Peeked, the bytes are consumed by the next read, after the caller's reply has left.
+  // More than this in one peek is a stream, not a ping-pong: it is consumed at once.
+  static constexpr size_t kPeekMaxBytes = 4096;
 
   // staging_bytes: the read-ahead buffer for headers and small payloads (kStagingBytes for every real
   // connection; at least one header, kMinStagingBytes). Smaller only where a caller builds many short-lived
@@ -60,6 +67,9 @@ class StreamPath final : public Path {
   // Delivers at most kMaxFramesPerPoll frames; kIdle then, even if more are staged.
   PumpResult Poll(FrameSink& sink) override;
   bool LastPollEmpty() const override { return last_poll_empty_; }
+  void HintLoneReceive(bool lone) override { lone_receive_ = lone; }
+  // Bytes a staging read peeked at and the socket still holds (the next read drops them first).
+  size_t peeked_bytes() const { return peeked_; }
   const std::string& rx_error() const override { return rx_error_; }
   int last_errno() const override { return last_errno_; }
   uint64_t bytes_sent() const { return bytes_sent_; }
@@ -82,6 +92,8 @@ class StreamPath final : public Path {
   // One read into staging (a header's worth only after a large payload); *drained: it returned less
   // than it asked for.
   bool FillStaging(PumpResult* result, bool* drained);
+  // Drops what the last staging read only peeked at; false (with *result) when the stream failed.
+  bool ConsumePeeked(PumpResult* result);
   PumpResult PollFrames(FrameSink& sink, int* frames);
 
   std::unique_ptr<ByteStream> stream_;
@@ -98,6 +110,8 @@ class StreamPath final : public Path {
   std::unique_ptr<char[]> staging_;
   size_t rpos_ = 0;
   size_t wpos_ = 0;
+  bool lone_receive_ = false;
+  size_t peeked_ = 0;
   bool have_header_ = false;
   // The last frame's payload was large (kHeaderFirstMin or more): the next staging read asks for one
   // header only. A stream of large chunks mostly continues with another, and whatever of its payload
