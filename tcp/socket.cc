@@ -253,10 +253,12 @@ ssize_t PeekSome(int fd, void* buf, size_t len) {
 }
 
 ssize_t SkipSome(int fd, size_t len) {
-  // A TCP socket drops the bytes without copying them anywhere under MSG_TRUNC.
-  char unused;
+  // A TCP socket drops the bytes without copying them under MSG_TRUNC. The buffer still holds what
+  // is asked for: another socket type copies into it, and sanitizers mark it written.
+  char scratch[4096];
+  len = std::min(len, sizeof(scratch));
   for (;;) {
-    ssize_t n = ::recv(fd, &unused, len, MSG_DONTWAIT | MSG_TRUNC);
+    ssize_t n = ::recv(fd, scratch, len, MSG_DONTWAIT | MSG_TRUNC);
     if (n > 0) return n;
     if (n == 0) return len == 0 ? 0 : -2;
     if (errno == EINTR) continue;

@@ -81,7 +81,7 @@ ssize_t SendSome(int fd, const iovec* iov, int iovcnt);
 ssize_t RecvSome(int fd, void* buf, size_t len);
 ssize_t RecvSomeV(int fd, const iovec* iov, int iovcnt);  // one recvmsg into the buffers, in order
 ssize_t PeekSome(int fd, void* buf, size_t len);  // RecvSome with MSG_PEEK: the bytes stay queued
-ssize_t SkipSome(int fd, size_t len);  // drops up to len queued bytes without copying them (MSG_TRUNC)
+ssize_t SkipSome(int fd, size_t len);  // drops up to min(len, 4 KiB) queued bytes (MSG_TRUNC); Skip loops
 
 // Local port a socket is bound to (host order), 0 on error.
 uint16_t LocalPort(int fd);
