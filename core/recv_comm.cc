@@ -625,7 +625,10 @@ Status RecvComm::Progress() {
       // After a message of kRoundRobinMinBytes or more the next comes on another path (the sender
       // takes them in turn): every path is read.
       uint64_t& empty_ns = empty_read_ns_[static_cast<size_t>(i)];
-      if (empty_ns != 0 && i != last_rx_path_ && !last_rx_large_ && poll_ns - empty_ns < kIdlePollGapNs) continue;
+      uint8_t& streak = empty_streak_[static_cast<size_t>(i)];
+      if (empty_ns != 0 && i != last_rx_path_ && !last_rx_large_ &&
+          poll_ns - empty_ns < (kIdlePollGapNs << std::min<unsigned>(streak, kIdlePollMaxShift)))
+        continue;
       rx_stamp_ns_ = 0;
       rx_stamp_shared_ = true;
       p.HintLoneReceive(lone);
@@ -633,7 +636,13 @@ Status RecvComm::Progress() {
       rx_stamp_shared_ = false;
       completed_ns = std::max(completed_ns, rx_stamp_ns_);
       if (!HandlePump(p, pumped)) return error_;
-      empty_ns = p.LastPollEmpty() ? poll_ns : 0;
+      if (p.LastPollEmpty()) {
+        if (empty_ns != 0 && streak < kIdlePollMaxShift) ++streak;
+        empty_ns = poll_ns;
+      } else {
+        empty_ns = 0;
+        streak = 0;
+      }
       if (fence_due_ != 0 && !FenceNotified()) return error_;
       if (messages_done_ != done_before) {
         if (k + 1 < n) poll_after_ = i;

@@ -152,7 +152,11 @@ class RecvComm final : public Comm {
   int poll_after_ = -1;         // the last read stopped early after this path
   // When each path's last read came back empty (0: it delivered something); see Progress.
   std::array<uint64_t, 64> empty_read_ns_{};
+  // How many reads in a row came back empty: the gap before the next doubles with each, from
+  // kIdlePollGapNs up to kIdlePollGapNs << kIdlePollMaxShift.
+  std::array<uint8_t, 64> empty_streak_{};
   static constexpr uint64_t kIdlePollGapNs = 10'000;
+  static constexpr unsigned kIdlePollMaxShift = 4;  // 160 us
   // One receive posted and the last message this small: the paths are told it is a lone receive.
   // Two frames of this size (with their 64-byte headers) fit in 536 bytes, the smallest segment size
   // a Linux receiver assumes, so its kernel acknowledges them inside the read (a bare ACK on the

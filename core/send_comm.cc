@@ -778,9 +778,9 @@ void SendComm::OnAck(const AckMsg& a, const RecvDescriptor* d) {
 bool SendComm::RxCanWait() const {
   // Reading acknowledgements costs a system call per path even when there is nothing: inside isend
   // it is skipped while nothing the new message needs is owed (credit, ring room, a free
-  // message slot), at most 15 times in a row so peer reports are still read promptly.
+  // message slot). Progress still reads every kMaxRxSkips + 1 calls, after the write.
   const bool credit_ok = credit_ >= next_seq_ || (next_seq_ > 0 && UnsolicitedFits(msgs_[(next_seq_ - 1) % kMaxMsgs]));
-  return rx_skips_ < 15 && !failover_.active && credit_ok && inflight_count() < kMaxMsgs / 2 &&
+  return !failover_.active && credit_ok && inflight_count() < kMaxMsgs / 2 &&
          (ring_size_ == 0 || (ring_head_ - ring_tail_) * 2 < ring_size_);
 }
 
@@ -795,14 +795,20 @@ Status SendComm::Progress(uint64_t now) {
   }
   ProbeFlushIfOld(now);
   const bool waiting = inflight_count() > 0;
-  if (waiting && !CheckHealth(now)) return error_;
   // Reading can wait inside isend, and in a test() that only writes an eager send held for coalescing
   // - but never past the acknowledgement timeout, which must judge what the peer sent, not what
   // still sits unread in the sockets.
   const bool overdue = waiting && opts_.resend_timeout_ms != 0 &&
                        now - std::min(now, ack_progress_ns_) >= uint64_t{opts_.resend_timeout_ms} * 500'000;
   const bool read_rx = waiting && (!(write_only_ && RxCanWait()) || overdue);
-  rx_skips_ = read_rx ? 0 : rx_skips_ + 1;
+  // A call that only writes leaves the periodic work - the health check, and reading the peer's
+  // frames every kMaxRxSkips + 1 calls so its reports are still seen promptly - until after the
+  // write: in a ping-pong this call sends the reply, and those system calls (two paths: a read on
+  // each, a sample every millisecond) sat between the peer's message and the answer to it.
+  const bool after_write = write_only_;
+  const bool read_rx_after = waiting && !read_rx && rx_skips_ >= kMaxRxSkips;
+  rx_skips_ = read_rx || read_rx_after ? 0 : rx_skips_ + 1;
+  if (waiting && !after_write && !CheckHealth(now)) return error_;
   for (int round = 0; round < 4; ++round) {
     if (read_rx || round > 0) {
       for (auto& p : paths_) {
@@ -840,6 +846,23 @@ Status SendComm::Progress(uint64_t now) {
       more = m.next_offset < m.size || m.resend_count > 0;
     }
     if (!more) break;
+  }
+  if (waiting && after_write) {
+    const uint64_t checked_ns = last_health_ns_;
+    if (!CheckHealth(now)) return error_;
+    if (read_rx_after) {
+      for (auto& p : paths_) {
+        if (!p->alive()) continue;
+        if (!HandlePump(*p, p->Poll(*this))) return error_;
+      }
+      if (!error_.ok()) return error_;
+      if (peer_news_ && !ApplyPeerLoss()) return error_;
+    }
+    // What the check or the peer's frames changed (a failover's re-sends, new credit) goes now.
+    if (read_rx_after || checked_ns != last_health_ns_) {
+      Schedule();
+      if (!error_.ok() || !FlushAll()) return error_;
+    }
   }
   return error_;
 }

@@ -143,6 +143,7 @@ class SendComm final : public Comm {
   uint64_t ring_tail_ = 0;
   uint64_t eager_messages_ = 0;
   uint32_t rx_skips_ = 0;
+  static constexpr uint32_t kMaxRxSkips = 15;
   bool unsolicited_ok_ = false;  // every path is a stream (no posted-buffer descriptor needed)
   bool needs_descriptor_ = false;  // a path writes into the receiver's posted buffer (RDMA)
   // Every path is done with a payload once it is written (a stream): an eager message is written
