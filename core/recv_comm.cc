@@ -612,7 +612,8 @@ Status RecvComm::Progress() {
     const uint64_t done_before = messages_done_;
     // A lone small receive (a ping-pong): a stream leaves what it reads in its socket until its next
     // read, so the kernel's acknowledgement goes after the caller's reply (StreamPath::kPeekMaxBytes).
-    const bool lone = last_rx_small_ && next_post_seq_ - cum_done_ == 1;
+    const bool one_posted = next_post_seq_ - cum_done_ == 1;
+    const bool lone = last_rx_small_ && one_posted;
     for (int k = 0; k < n; ++k) {
       const int i = (first + k) % n;
       Path& p = *paths_[static_cast<size_t>(i)];
@@ -624,10 +625,14 @@ Status RecvComm::Progress() {
       // every call.
       // After a message of kRoundRobinMinBytes or more the next comes on another path (the sender
       // takes them in turn): every path is read.
+      // The gap doubles while the path stays empty and one receive is posted (a ping-pong: the idle
+      // path, read every 10 us, was a system call in the way of the message on the other). With
+      // several posted (streaming) the sender moves to another path whenever its queue runs long,
+      // and a path read 160 us late stalled 32-64 KiB streams by a third: their gap stays 10 us.
       uint64_t& empty_ns = empty_read_ns_[static_cast<size_t>(i)];
       uint8_t& streak = empty_streak_[static_cast<size_t>(i)];
-      if (empty_ns != 0 && i != last_rx_path_ && !last_rx_large_ &&
-          poll_ns - empty_ns < (kIdlePollGapNs << std::min<unsigned>(streak, kIdlePollMaxShift)))
+      const unsigned shift = one_posted ? std::min<unsigned>(streak, kIdlePollMaxShift) : 0;
+      if (empty_ns != 0 && i != last_rx_path_ && !last_rx_large_ && poll_ns - empty_ns < (kIdlePollGapNs << shift))
         continue;
       rx_stamp_ns_ = 0;
       rx_stamp_shared_ = true;
@@ -637,7 +642,10 @@ Status RecvComm::Progress() {
       completed_ns = std::max(completed_ns, rx_stamp_ns_);
       if (!HandlePump(p, pumped)) return error_;
       if (p.LastPollEmpty()) {
-        if (empty_ns != 0 && streak < kIdlePollMaxShift) ++streak;
+        if (!one_posted)
+          streak = 0;
+        else if (empty_ns != 0 && streak < kIdlePollMaxShift)
+          ++streak;
         empty_ns = poll_ns;
       } else {
         empty_ns = 0;
