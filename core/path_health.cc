@@ -89,7 +89,12 @@ bool PathWatchdog::Judge(int path, const PathSample& tp, uint64_t now_ns, PathFa
       NoteHealthyAckGap(s.last_sample_ns - s.last_progress_ns, now_ns);
   }
   s.last_sample_ns = now_ns;
-  if (tp.unacked_segments < 2 || tp.bytes_acked != s.bytes_acked || s.last_progress_ns == 0) {
+  // A sample that finds data in flight after one that found the path idle starts the silence clock:
+  // the data went out since, maybe just now. A sender samples only while it has something in flight,
+  // so the idle sample may be long past - one sampling right after its first write in 80 ms (a sample
+  // taken after the write, not before it) counted the whole idle time as silence and hedged healthy
+  // paths on loopback.
+  if (tp.unacked_segments < 2 || s.unacked < 2 || tp.bytes_acked != s.bytes_acked || s.last_progress_ns == 0) {
     s.last_progress_ns = now_ns;
   } else {
     const uint64_t ack_age_ns = uint64_t{tp.ms_since_ack} * 1'000'000;

@@ -415,6 +415,39 @@ TEST(PathWatchdog, IdleSocketIsNeverStalledHoweverOldItsLastAck) {
   EXPECT_TRUE(w.Judge(1, Sample(3, 5000, 60000), 10022 * kMs, &rep));
 }
 
+// A sender samples its paths only while it has something in flight. Idle for 80 ms (the bench ran
+// the raw transport meanwhile), then one write, sampled right after it: the data is microseconds old,
+// not 80 ms, and the other path's fresh acknowledgements are no evidence against it.
+TEST(PathWatchdog, TheFirstSampleAfterAnIdleOneStartsTheSilenceClock) {
+  const KernelTick1ms tick;
+  PathWatchdog::ResetAckGapHistory();
+  PathWatchdog w(100 * kMs, false, 10 * kMs);
+  PathFaultReport rep;
+  EXPECT_FALSE(w.Judge(0, Sample(0, 5000, 0), 1000 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(0, 7000, 0), 1000 * kMs, &rep));
+  // 80 ms later: path 1 acknowledged at once, path 0 just written (its last acknowledgement 80 ms old).
+  EXPECT_FALSE(w.Judge(0, Sample(3, 5000, 80), 1080 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(3, 9000, 0), 1080 * kMs, &rep));
+  EXPECT_FALSE(w.JudgeRelative(0, 1080 * kMs, &rep)) << rep.detail;
+  EXPECT_FALSE(w.Judge(0, Sample(3, 5000, 81), 1081 * kMs, &rep));
+  EXPECT_FALSE(w.Judge(1, Sample(3, 11000, 0), 1081 * kMs, &rep));
+  EXPECT_FALSE(w.JudgeRelative(0, 1081 * kMs, &rep)) << rep.detail;
+  // Still silent from then on while path 1 keeps being acknowledged: a cut, found after the limit
+  // counted from the first busy sample.
+  uint64_t acked1 = 11000;
+  bool found = false;
+  uint64_t t = 1082;
+  for (; t <= 1200 && !found; ++t) {
+    EXPECT_FALSE(w.Judge(0, Sample(3, 5000, static_cast<uint32_t>(t - 1000)), t * kMs, &rep));
+    EXPECT_FALSE(w.Judge(1, Sample(3, acked1 += 2000, 0), t * kMs, &rep));
+    found = w.JudgeRelative(0, t * kMs, &rep);
+  }
+  ASSERT_TRUE(found) << "a path silent from its first write was never found";
+  EXPECT_EQ(rep.cause, PathFault::kSilent);
+  EXPECT_GE(t - 1, 1090u) << "found before the 10 ms limit counted from the first busy sample";
+  EXPECT_LE(t - 1, 1120u);
+}
+
 TEST(PathWatchdog, SingleSegmentWaitingForDelayedAckIsNotAStall) {
   PathWatchdog w(20 * kMs, false);
   PathFaultReport rep;
