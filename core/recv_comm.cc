@@ -757,7 +757,8 @@ Status RecvComm::Test(RecvRequest* r, int* done, uint64_t* sizes) {
   *done = 0;
   Status s = Progress();
   if (r->done_count < r->n && !s.ok()) return s;
-  if (gate_.paused() || r->done_count < r->n) return Status::Ok();
+  if (gate_.paused()) return error_.ok() ? Status::Ok() : error_;  // a pause that can never end (SendComm::Test)
+  if (r->done_count < r->n) return Status::Ok();
   *done = 1;
   if (sizes)
     for (int i = 0; i < r->n; ++i) sizes[i] = r->entries[i].total;

@@ -1100,7 +1100,10 @@ Status SendComm::Test(SendRequest* r, int* done, uint64_t* size) {
   }
   const bool finished = complete();
   if (!finished && !s.ok()) return s;  // a completed request stays complete even if the comm failed later
-  if (gate_.paused() || !finished) return Status::Ok();
+  // A failover that lost the last path never resumes: what it held is not complete, and saying "not
+  // yet" would leave the caller polling forever.
+  if (gate_.paused()) return error_.ok() ? Status::Ok() : error_;
+  if (!finished) return Status::Ok();
   *done = 1;
   if (size) *size = r->size;
   if (r->eager && r->seq >= acked_seq_) SecureEagerCopy(Msg(r->seq));  // the caller may reuse its buffer now

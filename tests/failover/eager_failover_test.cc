@@ -370,6 +370,51 @@ TEST(Unsolicited, AResentChunkBehindUnpostedMessagesStillArrives) {
   }
 }
 
+// A failover pauses completions until the re-sent data is acknowledged. When it loses the last path
+// instead, the pause never ends: test() of a send the failover held - even an eager one whose bytes
+// were all written - reports the communicator's error, never "not done yet" forever (a caller that
+// tested it first after the failure hung until its own timeout).
+TEST(EagerFailover, ASendHeldByAFailoverThatLostTheLastPathReportsTheError) {
+  Pair p = MakePair(2, EagerOptions());
+  // An eager message on one path, a 128 KiB one (not eager, taken in turn) on the other; the
+  // receiver reads nothing, so neither is acknowledged.
+  std::vector<char> a(100, 'a'), c(128 * 1024, 'c');
+  auto post = [&](std::vector<char>& buf, SendRequest** r) {
+    for (int tries = 0; *r == nullptr && tries < 1000; ++tries) ASSERT_TRUE(p.send->Isend(buf.data(), buf.size(), 1, nullptr, r).ok());
+    ASSERT_NE(*r, nullptr);
+  };
+  SendRequest* ra = nullptr;
+  SendRequest* rc = nullptr;
+  post(a, &ra);
+  if (::testing::Test::HasFatalFailure()) return;
+  const int a_path = *p.writes_out[0] > 0 ? 0 : 1;
+  ASSERT_EQ(*p.writes_out[static_cast<size_t>(a_path)], 1);
+  post(c, &rc);
+  if (::testing::Test::HasFatalFailure()) return;
+  for (int i = 0; i < 100 && *p.writes_out[static_cast<size_t>(1 - a_path)] == 0; ++i) ASSERT_TRUE(p.send->Progress().ok());
+  ASSERT_GT(*p.writes_out[static_cast<size_t>(1 - a_path)], 0) << "the 128 KiB message did not take the other path";
+  // The 128 KiB message's path dies: a failover re-sends it on the eager message's path and holds
+  // completions until it is acknowledged.
+  *p.cuts[static_cast<size_t>(1 - a_path)] = true;
+  for (int i = 0; i < 1000 && !p.send->gate().paused(); ++i) ASSERT_TRUE(p.send->Progress().ok());
+  ASSERT_TRUE(p.send->gate().paused()) << "losing a path with data in flight did not start a failover";
+  // Then the last path dies before anything was acknowledged.
+  *p.cuts[static_cast<size_t>(a_path)] = true;
+  for (int i = 0; i < 1000 && p.send->error().ok(); ++i) (void)p.send->Progress();
+  ASSERT_FALSE(p.send->error().ok()) << "losing both paths did not fail the communicator";
+  // The eager message was written whole and is re-sent nowhere: without the failover it would be
+  // complete. Its test() must say the communicator failed.
+  bool failed = false;
+  for (int i = 0; i < 1000 && !failed; ++i) {
+    int done = 0;
+    failed = !p.send->Test(ra, &done, nullptr).ok();
+    ASSERT_EQ(done, 0) << "a send held by a failover that never ended was reported complete";
+  }
+  EXPECT_TRUE(failed) << "test() of the eager send said \"not done yet\" 1000 times after the communicator failed";
+  int done = 0;
+  EXPECT_FALSE(p.send->Test(rc, &done, nullptr).ok());
+}
+
 }  // namespace
 }  // namespace ff
 
