@@ -409,7 +409,7 @@ TEST(PathWatchdog, IdleSocketIsNeverStalledHoweverOldItsLastAck) {
   PathFaultReport rep;
   EXPECT_FALSE(w.Judge(1, Sample(0, 5000, 60000), 100 * kMs, &rep));
   EXPECT_FALSE(w.Judge(1, Sample(0, 5000, 60000), 10000 * kMs, &rep));
-  // Bytes go out after the long idle period: the clock starts from the last idle sample.
+  // Bytes go out after the long idle period: the clock starts at the first sample that sees them.
   EXPECT_FALSE(w.Judge(1, Sample(3, 5000, 60000), 10001 * kMs, &rep));
   EXPECT_FALSE(w.Judge(1, Sample(3, 5000, 60000), 10019 * kMs, &rep));
   EXPECT_TRUE(w.Judge(1, Sample(3, 5000, 60000), 10022 * kMs, &rep));
