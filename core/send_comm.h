@@ -120,6 +120,7 @@ class SendComm final : public Comm {
   // stream paths, within the unsolicited budget, outside a failover. Marks it matched.
   bool SendUnsolicited(SendMsg& m);
   bool UnsolicitedFits(const SendMsg& m) const;
+  bool UnsolicitedWouldFit(uint64_t size) const;  // the same, for the message isend would post now
   // Every message owed is eager, wholly handed over, and every live path's peer holds all it was
   // sent: only the acknowledgement is missing, and nothing needs re-sending.
   bool OwedOnlyAcknowledgements() const;
@@ -185,8 +186,10 @@ class SendComm final : public Comm {
   // Asks the receiver to repeat its acknowledgement and descriptors on every usable path (kAckRequest).
   void RequestAcks();
   void ProbeCredit(uint64_t now_ns);
-  bool AwaitDescriptor();  // isend over RDMA: reads the receiver's news; false on error
+  bool AwaitDescriptor();  // isend of a message that needs its descriptor: reads the receiver's news; false on error
   static constexpr uint64_t kCreditProbeNs = 20'000'000;
+  static constexpr uint64_t kAwaitPollGapNs = 5'000;  // AwaitDescriptor on streams: reads at most this often
+  uint64_t last_rx_poll_ns_ = 0;  // when Progress or AwaitDescriptor last read every path
   // Close: how long an acknowledgement is awaited once the peer's transport holds every eager byte.
   static constexpr uint64_t kCloseAckGraceNs = 2'000'000;
   uint64_t credit_seen_ = 0;

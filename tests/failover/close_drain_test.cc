@@ -181,6 +181,9 @@ TEST(CloseDrain, ASendItsCallerNeverSawCompleteDoesNotHoldTheClose) {
     for (int tries = 0; r == nullptr && tries < 1000; ++tries)
       ASSERT_TRUE(p.send->Isend(small.data(), small.size(), 3, nullptr, &r).ok());
     ASSERT_NE(r, nullptr);
+    // The last one stays untested: with no send outstanding isend says "retry later" to the big one
+    // below until the receiver posts its buffer (it could go only at a test() of its own).
+    if (i == kEager - 1) break;
     int done = 0;
     ASSERT_TRUE(p.send->Test(r, &done, nullptr).ok());
     ASSERT_EQ(done, 1) << "eager message " << i << " did not complete at once";

@@ -125,21 +125,29 @@ TEST(Unsolicited, AMessageAboveTheEagerThresholdGoesEarlyAndCompletesOnlyOnItsAc
   ReceiveAndComplete(p, rb, sr, msg);
   EXPECT_EQ(p.send->resent_bytes(), 0u);
 
-  // Beyond the budget (256 KiB): it waits for its descriptor, as before.
+  // Beyond the budget (256 KiB): it waits for its descriptor - in isend, which says "retry later"
+  // (NULL) while the caller has no other send outstanding: accepted, it would leave only at a
+  // test() of its own, and a caller waiting on a reply first would never send it.
   std::vector<char> big(300 * 1024);
   Fill(big, 2);
   SendRequest* br = nullptr;
-  for (int tries = 0; br == nullptr && tries < 1000; ++tries) ASSERT_TRUE(p.send->Isend(big.data(), big.size(), 9, nullptr, &br).ok());
-  ASSERT_NE(br, nullptr);
   for (int i = 0; i < 50; ++i) {
-    int done = 0;
-    ASSERT_TRUE(p.send->Test(br, &done, nullptr).ok());
-    ASSERT_EQ(done, 0);
+    ASSERT_TRUE(p.send->Isend(big.data(), big.size(), 9, nullptr, &br).ok());
+    ASSERT_EQ(br, nullptr) << "a message above the budget was accepted before its descriptor";
     ASSERT_TRUE(p.recv->Progress().ok());
+    usleep(100);
   }
   EXPECT_EQ(p.send->unsolicited_messages(), 1u) << "a message above the budget went before its descriptor";
   std::vector<char> rb2(512 * 1024, 0);
-  ReceiveAndComplete(p, rb2, br, big);
+  RecvRequest* rr2 = testing::PostRecv(*p.recv, rb2, 9);
+  ASSERT_NE(rr2, nullptr);
+  for (int tries = 0; br == nullptr && tries < 100000; ++tries) {
+    ASSERT_TRUE(p.recv->Progress().ok());
+    ASSERT_TRUE(p.send->Isend(big.data(), big.size(), 9, nullptr, &br).ok());
+  }
+  ASSERT_NE(br, nullptr) << "still 'retry later' with the descriptor published";
+  CompleteBoth(p, rr2, rb2, br, big);
+  EXPECT_EQ(p.send->unsolicited_messages(), 1u);
 }
 
 // The acknowledgement clock of a message that waited for its receive starts when the descriptor
@@ -151,6 +159,14 @@ TEST(Unsolicited, TheAcknowledgementClockStartsWhenTheDescriptorArrives) {
   CommOptions o = testing::EagerOptions();
   o.resend_timeout_ms = 20;
   TcpPair p = MakeTcpPair(o);
+  // An older send the caller has not tested yet (a small one: it goes unsolicited): with it
+  // outstanding, isend accepts a message that must wait for its descriptor (the caller's test()s
+  // of the older one will send it), so the wait happens after isend - where the clock runs.
+  std::vector<char> small(100);
+  Fill(small, 4);
+  SendRequest* s0 = nullptr;
+  for (int tries = 0; s0 == nullptr && tries < 1000; ++tries) ASSERT_TRUE(p.send->Isend(small.data(), small.size(), 9, nullptr, &s0).ok());
+  ASSERT_NE(s0, nullptr);
   std::vector<char> big(300 * 1024);  // above the unsolicited budget: it waits for its descriptor
   Fill(big, 3);
   SendRequest* br = nullptr;
@@ -162,12 +178,16 @@ TEST(Unsolicited, TheAcknowledgementClockStartsWhenTheDescriptorArrives) {
   // The sender's caller is away for longer than the timeout (and 4x the CPU-pressure allowance);
   // meanwhile the receive is posted and its descriptor published.
   usleep(250 * 1000);
+  std::vector<char> rb0(4096, 0);
+  RecvRequest* rr0 = testing::PostRecv(*p.recv, rb0, 9);
+  ASSERT_NE(rr0, nullptr);
   std::vector<char> rb(512 * 1024, 0);
   RecvRequest* rr = testing::PostRecv(*p.recv, rb, 9);
   ASSERT_NE(rr, nullptr);
   ASSERT_TRUE(p.recv->Progress().ok());
   ASSERT_TRUE(p.send->Test(br, &sdone, nullptr).ok());  // reads the descriptor, sends the message
   EXPECT_EQ(p.send->timeout_resends(), 0u) << "the clock ran from before the descriptor arrived";
+  CompleteBoth(p, rr0, rb0, s0, small);
   CompleteBoth(p, rr, rb, br, big, sdone);
   EXPECT_EQ(p.send->timeout_resends(), 0u);
   EXPECT_EQ(p.send->resent_bytes(), 0u);

@@ -141,8 +141,13 @@ std::string Cycle(NetPeer& peer, int seq) {
   if (peer.net()->irecv(rc, 1, &data, &cap, &tag, &mh, nullptr, &rreq) != ncclSuccess || rreq == nullptr)
     return "irecv failed";
   void* sreq = nullptr;
-  if (peer.net()->isend(sc, out, sizeof(out), 1, nullptr, nullptr, &sreq) != ncclSuccess || sreq == nullptr)
-    return "isend failed";
+  // NULL is "retry later": with nothing allowed unsolicited (FLEXIFORCE_EAGER_BYTES=0) until the
+  // receive's descriptor, posted above, has arrived.
+  const auto send_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sreq == nullptr) {
+    if (peer.net()->isend(sc, out, sizeof(out), 1, nullptr, nullptr, &sreq) != ncclSuccess) return "isend failed";
+    if (sreq == nullptr && std::chrono::steady_clock::now() > send_deadline) return "isend said retry later for 10 s";
+  }
   int sdone = 0, rdone = 0, size = -1;
   while (!sdone || !rdone) {
     if (!sdone && peer.net()->test(sreq, &sdone, nullptr) != ncclSuccess) return "test(send) failed";
