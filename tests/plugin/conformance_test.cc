@@ -6,11 +6,13 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <string>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "plugin/config_registry.h"
@@ -352,6 +354,161 @@ TEST(Conformance, PingPongAboveTheUnsolicitedBudgetThatTestsTheSendLastNeverHang
 TEST(Conformance, PingPongAboveAChunkThatTestsTheSendLastNeverHangs) {
   if (!OneCallWritesAMebibyte()) GTEST_SKIP() << "FLEXIFORCE_CHUNK_SIZE/QUEUED_CHUNKS set: a send may need its own test()";
   PingPongTestingTheSendLast(1 << 20, 20);
+}
+
+// NCCL drives one process' communicators from several threads at once: a proxy thread per GPU,
+// each with its own send and receive communicators, while other threads register memory and set
+// the context's collective. Here four threads of one process form a ring over loopback (thread i
+// sends to i+1 and receives from i-1) with buffers registered through regMr, each posting receives
+// and sends a few deep and testing them without blocking, every message of random size checked on
+// arrival; meanwhile a fifth thread registers and deregisters other buffers on every communicator
+// and sets the context's collective. Shared state of the plugin (statistics, health readers, the
+// eager rings' accounting, the task tables, registrations) is hit from all of them at once; the
+// TSan lane runs it.
+TEST(Conformance, FourThreadsEachWithTheirOwnCommunicatorsStreamARingConcurrently) {
+  constexpr int kThreads = 4;
+  constexpr int kMessages = 300;
+  constexpr int kDepth = 4;
+  constexpr uint64_t kBig = 3ull << 20;
+  NetPeer peer;
+  std::vector<std::array<char, 128>> handles(kThreads);
+  std::vector<void*> listens(kThreads);
+  for (int i = 0; i < kThreads; ++i) listens[i] = peer.Listen(handles[i].data());
+  auto sizes_of = [&](int thread) {
+    std::mt19937_64 rng(1000 + thread);
+    std::vector<uint64_t> out;
+    for (int k = 0; k < kMessages; ++k) {
+      int cls = static_cast<int>(rng() % 100);
+      uint64_t max = cls < 75 ? 4096 : cls < 95 ? 256 * 1024 : kBig;
+      out.push_back(k == 0 ? 0 : rng() % (max + 1));
+    }
+    return out;
+  };
+  std::atomic<int> failures{0}, ready{0}, finished{0};
+  std::atomic<bool> registrar_done{false};
+  std::vector<std::pair<void*, void*>> comms(kThreads, {nullptr, nullptr});
+  std::vector<std::string> errors(kThreads);
+  auto ring_member = [&](int me) {
+    auto fail = [&](const std::string& why) {
+      errors[me] = "thread " + std::to_string(me) + ": " + why;
+      failures.fetch_add(1);
+    };
+    const auto send_sizes = sizes_of(me);
+    const auto recv_sizes = sizes_of((me + kThreads - 1) % kThreads);
+    const uint64_t send_seq0 = static_cast<uint64_t>(me) << 32;
+    const uint64_t recv_seq0 = static_cast<uint64_t>((me + kThreads - 1) % kThreads) << 32;
+    void* sc = nullptr;
+    void* rc = nullptr;
+    ncclNetDeviceHandle_t* dc = nullptr;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (sc == nullptr || rc == nullptr) {  // both non-blocking, interleaved, as NCCL's setup does
+      if (sc == nullptr && peer.net()->connect(peer.ctx(), 0, handles[(me + 1) % kThreads].data(), &sc, &dc) != ncclSuccess)
+        return fail("connect failed");
+      if (rc == nullptr && peer.net()->accept(listens[me], &rc, &dc) != ncclSuccess) return fail("accept failed");
+      if (std::chrono::steady_clock::now() > deadline) return fail("connect/accept timed out");
+    }
+    std::vector<std::vector<char>> sbufs(kDepth, std::vector<char>(kBig)), rbufs(kDepth, std::vector<char>(kBig + 64));
+    std::vector<void*> sreqs(kDepth, nullptr), rreqs(kDepth, nullptr);
+    std::vector<void*> smh(kDepth, nullptr), rmh(kDepth, nullptr);
+    for (int k = 0; k < kDepth; ++k) {
+      if (peer.net()->regMr(sc, sbufs[k].data(), sbufs[k].size(), NCCL_PTR_HOST, &smh[k]) != ncclSuccess ||
+          peer.net()->regMr(rc, rbufs[k].data(), rbufs[k].size(), NCCL_PTR_HOST, &rmh[k]) != ncclSuccess)
+        return fail("regMr failed");
+    }
+    comms[me] = {sc, rc};
+    ready.fetch_add(1);
+    size_t s_issued = 0, s_done = 0, r_posted = 0, r_done = 0;
+    deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    while (s_done < send_sizes.size() || r_done < recv_sizes.size()) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return fail("stalled: sent " + std::to_string(s_done) + ", received " + std::to_string(r_done));
+      if (r_posted < recv_sizes.size() && r_posted - r_done < kDepth) {
+        int slot = static_cast<int>(r_posted % kDepth);
+        void* data = rbufs[slot].data();
+        size_t cap = rbufs[slot].size();
+        int tag = 9;
+        void* mh = rmh[slot];
+        void* req = nullptr;
+        if (peer.net()->irecv(rc, 1, &data, &cap, &tag, &mh, nullptr, &req) != ncclSuccess) return fail("irecv failed");
+        if (req != nullptr) rreqs[slot] = req, ++r_posted;
+      }
+      if (s_issued < send_sizes.size() && s_issued - s_done < kDepth) {
+        int slot = static_cast<int>(s_issued % kDepth);
+        FillPattern(sbufs[slot].data(), send_seq0 + s_issued, send_sizes[s_issued]);
+        void* req = nullptr;
+        if (peer.net()->isend(sc, sbufs[slot].data(), send_sizes[s_issued], 9, smh[slot], nullptr, &req) != ncclSuccess)
+          return fail("isend failed");
+        if (req != nullptr) sreqs[slot] = req, ++s_issued;
+      }
+      if (s_done < s_issued) {
+        int done = 0;
+        if (peer.net()->test(sreqs[s_done % kDepth], &done, nullptr) != ncclSuccess) return fail("send test failed");
+        if (done) ++s_done;
+      }
+      if (r_done < r_posted) {
+        int slot = static_cast<int>(r_done % kDepth);
+        int done = 0, got = -1;
+        if (peer.net()->test(rreqs[slot], &done, &got) != ncclSuccess) return fail("receive test failed");
+        if (done) {
+          if (static_cast<uint64_t>(got) != recv_sizes[r_done])
+            return fail("message " + std::to_string(r_done) + ": " + std::to_string(got) + " bytes, expected " +
+                        std::to_string(recv_sizes[r_done]));
+          if (int64_t bad = CheckPattern(rbufs[slot].data(), recv_seq0 + r_done, recv_sizes[r_done]); bad >= 0)
+            return fail("message " + std::to_string(r_done) + ": first bad byte at " + std::to_string(bad));
+          ++r_done;
+        }
+      }
+    }
+    finished.fetch_add(1);
+    while (!registrar_done.load()) std::this_thread::yield();  // its communicators stay open for it
+    for (int k = 0; k < kDepth; ++k) {
+      if (peer.net()->deregMr(sc, smh[k]) != ncclSuccess || peer.net()->deregMr(rc, rmh[k]) != ncclSuccess)
+        return fail("deregMr failed");
+    }
+    if (peer.net()->closeSend(sc) != ncclSuccess) return fail("closeSend failed");
+    if (peer.net()->closeRecv(rc) != ncclSuccess) return fail("closeRecv failed");
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) threads.emplace_back(ring_member, i);
+  // NCCL's other threads: registrations on every communicator, and the collective of what follows.
+  int registrations = 0;
+  std::string registrar_error;
+  std::thread registrar([&] {
+    std::vector<char> other(1 << 20);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (ready.load() + failures.load() < kThreads && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    for (uint32_t round = 0; finished.load() + failures.load() < kThreads; ++round) {
+      for (int i = 0; i < kThreads && failures.load() == 0; ++i) {
+        for (void* comm : {comms[i].first, comms[i].second}) {
+          void* mh = nullptr;
+          if (peer.net()->regMr(comm, other.data() + round % 4096, other.size() - 4096, NCCL_PTR_HOST, &mh) != ncclSuccess ||
+              peer.net()->deregMr(comm, mh) != ncclSuccess) {
+            registrar_error = "regMr/deregMr failed";
+            failures.fetch_add(1);
+          }
+          ++registrations;
+        }
+      }
+      ncclNetAttr_t attr{};
+      attr.op = 1u << (round % 5);
+      attr.algo = 1;
+      attr.proto = 1;
+      if (peer.net()->setNetAttr(peer.ctx(), &attr) != ncclSuccess) {
+        registrar_error = "setNetAttr failed";
+        failures.fetch_add(1);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    registrar_done.store(true);
+  });
+  for (auto& t : threads) t.join();
+  registrar.join();
+  EXPECT_GT(registrations, 0);
+  EXPECT_EQ(registrar_error, "");
+  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(errors[i], "");
+  EXPECT_EQ(failures.load(), 0);
+  for (auto* lc : listens) EXPECT_EQ(peer.net()->closeListen(lc), ncclSuccess);
 }
 
 TEST(Conformance, MalformedHandleIsRejectedWithInvalidArgument) {
