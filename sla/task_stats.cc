@@ -283,13 +283,14 @@ std::unique_ptr<StatsTable> StatsTable::Open(const StatsTableOptions& options, s
   t->size_ = size;
   t->lock_ = std::move(fd);
   t->remove_on_close_ = options.remove_on_close;
+  t->owner_pid_ = pid;
   t->layout_ = new Layout{h, Slots(t->base_), Tasks(t->base_, options.slots)};
   t->layout_->use.resize(options.slots);
   return t;
 }
 
 void StatsTable::RemoveFile() {
-  if (path_.empty() || removed_.exchange(true)) return;
+  if (path_.empty() || getpid() != owner_pid_ || removed_.exchange(true)) return;
   if (remove_on_close_)
     ::unlink(path_.c_str());
   else

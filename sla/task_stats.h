@@ -79,6 +79,8 @@ class StatsTable {
   // read-only: a clean exit kept it on purpose, which the automatic sweep of crashed writers' files
   // respects (RemoveCrashedStatsFiles). The mapping and the counters stay valid (for a process that
   // exits while other threads still record).
+  // Only the process that opened the table does this: a child forked after it (a data-loader
+  // worker) that exits normally runs the same exit handlers, and the file is its parent's.
   void RemoveFile();
 
   // Finds or claims the slot of `key` and takes a reference to it; Release gives it back.
@@ -114,6 +116,7 @@ class StatsTable {
   size_t size_ = 0;
   UniqueFd lock_;  // holds flock(LOCK_EX): the writer lives
   bool remove_on_close_ = true;
+  int64_t owner_pid_ = 0;  // the process that opened it
   std::atomic<bool> removed_{false};
   Layout* layout_ = nullptr;
 };

@@ -511,6 +511,24 @@ TEST(Conformance, FourThreadsEachWithTheirOwnCommunicatorsStreamARingConcurrentl
   for (auto* lc : listens) EXPECT_EQ(peer.net()->closeListen(lc), ncclSuccess);
 }
 
+// A training process forks workers (PyTorch's data loaders) after NCCL initialised the plugin; a
+// worker that exits normally runs the exit handlers it inherited. The parent's statistics file
+// (what `flexiforce stats` reads while the job runs) must survive that.
+TEST(Conformance, AForkedChildThatExitsNormallyLeavesTheParentsStatisticsFile) {
+  const Config cfg = ConfigRegistry::ToConfig(ConfigRegistry::Resolve([](const char* n) { return std::getenv(n); }));
+  if (!cfg.stats_enabled) GTEST_SKIP() << "FLEXIFORCE_STATS=0: no statistics file";
+  NetPeer peer;
+  const std::string path = cfg.stats_dir + "/flexiforce-stats-" + std::to_string(getpid());
+  ASSERT_EQ(access(path.c_str(), F_OK), 0) << path << " missing after init";
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) std::exit(0);  // exit handlers run, as in a worker leaving normally
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_EQ(access(path.c_str(), F_OK), 0) << path << " was removed by the child's exit";
+}
+
 TEST(Conformance, MalformedHandleIsRejectedWithInvalidArgument) {
   NetPeer peer;
   char handle[128];

@@ -551,6 +551,38 @@ TEST_F(TaskStatsTest, CleanCloseRemovesTheFile) {
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
+// A child forked after the table opened (a data-loader worker) runs the same exit handlers when it
+// exits normally; the file is its parent's and must stay, writable and readable, for both the
+// removing and the keeping setting.
+TEST_F(TaskStatsTest, ForkedChildClosingTheTableLeavesTheParentsFile) {
+  for (bool remove_on_close : {true, false}) {
+    options_.remove_on_close = remove_on_close;
+    std::string error;
+    auto table = StatsTable::Open(options_, &error);
+    ASSERT_TRUE(table) << error;
+    const std::string path = table->path();
+    const auto mode_before = std::filesystem::status(path).permissions();
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      table->RemoveFile();
+      table.reset();  // the destructor's removal too
+      _exit(0);
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(child, &st, 0), child);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    EXPECT_TRUE(std::filesystem::exists(path)) << "remove_on_close=" << remove_on_close;
+    EXPECT_EQ(std::filesystem::status(path).permissions(), mode_before) << "remove_on_close=" << remove_on_close;
+    table->Record(StatsKey{"t", Collective::kAllReduce, "peer", 0}, 100, 1000, Direction::kSend);
+    auto snap = ReadStatsFile(path, &error);
+    ASSERT_TRUE(snap) << error;
+    table.reset();  // the parent's own close still removes (or keeps) it
+    EXPECT_EQ(std::filesystem::exists(path), !remove_on_close);
+    std::filesystem::remove(path);
+  }
+}
+
 TEST_F(TaskStatsTest, ReaderRejectsForeignFiles) {
   const std::string path = dir_ + "/flexiforce-stats-1";
   FILE* f = std::fopen(path.c_str(), "w");
