@@ -86,7 +86,9 @@ int ReceiveAndCheck(int rfd, int wfd, const std::vector<uint64_t>& sizes, int de
   return 0;
 }
 
-void SendAll(NetPeer& peer, void* sc, const std::vector<uint64_t>& sizes, int depth) {
+// `on_done(k)`, when given, runs after message k completed.
+void SendAll(NetPeer& peer, void* sc, const std::vector<uint64_t>& sizes, int depth,
+             const std::function<void(size_t)>& on_done = nullptr) {
   std::vector<std::vector<char>> bufs(depth, std::vector<char>(kMaxMsg));
   std::vector<void*> reqs(depth, nullptr);
   size_t issued = 0, done = 0;
@@ -109,6 +111,7 @@ void SendAll(NetPeer& peer, void* sc, const std::vector<uint64_t>& sizes, int de
     int sz = -1;
     ASSERT_EQ(peer.Wait(reqs[slot], &sz), ncclSuccess);
     ASSERT_EQ(static_cast<uint64_t>(sz), sizes[done]);
+    if (on_done) on_done(done);
     ++done;
   }
 }
@@ -122,6 +125,61 @@ TEST(Conformance, ThousandsOfRandomSizedMessagesArriveIntactWithLargerReceiveBuf
   void* sc = peer.Connect(handle);
   SendAll(peer, sc, sizes, 8);
   EXPECT_EQ(peer.net()->closeSend(sc), ncclSuccess);
+  EXPECT_EQ(child.Wait(), 0);
+}
+
+// A receiving process stopped for seconds (a debugger, SIGSTOP, a host that froze it) is alive: its
+// kernel still acknowledges what fits and then advertises a zero window. The sender must wait for it,
+// not take the silence for a dead path or peer, and everything must arrive once it resumes.
+TEST(Conformance, AReceiverStoppedForThreeSecondsLosesNothingAndFailsNothing) {
+  const std::vector<uint64_t> sizes(1000, 1 << 20);
+  ChildProcess child([&](int r, int w) { return ReceiveAndCheck(r, w, sizes, 8); });
+  NetPeer peer;
+  char handle[128];
+  ReadAll(child.from_child(), handle, sizeof(handle));
+  void* sc = peer.Connect(handle);
+  std::thread stopper;
+  const auto t0 = std::chrono::steady_clock::now();
+  SendAll(peer, sc, sizes, 8, [&](size_t k) {
+    if (k != 50) return;  // the stream is under way: stop the receiver for 3 s
+    kill(child.pid(), SIGSTOP);
+    stopper = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      kill(child.pid(), SIGCONT);
+    });
+  });
+  if (stopper.joinable()) stopper.join();
+  EXPECT_GT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3)) << "the stop did not overlap the transfer";
+  EXPECT_EQ(peer.net()->closeSend(sc), ncclSuccess);
+  EXPECT_EQ(child.Wait(), 0);
+}
+
+// The same with the sending process stopped mid-stream: the receiver waits for it (it is alive,
+// its connections open), and the stream completes once it resumes.
+TEST(Conformance, ASenderStoppedForThreeSecondsLosesNothingAndFailsNothing) {
+  const std::vector<uint64_t> sizes(1000, 1 << 20);
+  ChildProcess child([&](int r, int w) {
+    NetPeer peer;
+    char handle[128];
+    ReadAll(r, handle, sizeof(handle));
+    void* sc = peer.Connect(handle);
+    SendAll(peer, sc, sizes, 8, [w](size_t k) {
+      if (k == 50) WriteAll(w, "c", 1);  // the stream is under way: stop me now
+    });
+    if (::testing::Test::HasFailure()) return 30;
+    return peer.net()->closeSend(sc) == ncclSuccess ? 0 : 31;
+  });
+  std::thread stopper([&] {
+    char c;
+    ReadAll(child.from_child(), &c, 1);
+    kill(child.pid(), SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    kill(child.pid(), SIGCONT);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(ReceiveAndCheck(-1, child.to_child(), sizes, 8), 0);
+  stopper.join();
+  EXPECT_GT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3)) << "the stop did not overlap the transfer";
   EXPECT_EQ(child.Wait(), 0);
 }
 
