@@ -234,6 +234,13 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     Status s = pending_.AcceptFrom(l.fd(), now, now + timeout_ns);
     if (!s.ok()) return s;
   }
+  // A peer's connection waits in the kernel but this process has no descriptor to take it with,
+  // and no stranger of ours to close: waiting on would leave NCCL's accept spinning forever.
+  int starved_err = 0;
+  if (const uint64_t starved = pending_.starved_for_ns(now, &starved_err); starved >= kAcceptStarvedErrorNs)
+    return SystemError(ErrnoMessage("accept", starved_err) + " for " +
+                       std::to_string(starved / 1'000'000) + " ms with a connection waiting" +
+                       tcp::DescriptorLimitHint(starved_err));
   for (auto& p : pending_.items()) {
     if (!p.socket.valid()) continue;
     std::string why;

@@ -27,8 +27,10 @@ class ListenComm {
   // Opens listeners for `dev` (and the other devices when paths spread) and fills the 128-byte handle.
   static Status Create(NetContext* ctx, int dev, void* handle, std::unique_ptr<ListenComm>* out);
 
-  // Non-blocking: *out stays nullptr until every path of one connection has arrived.
+  // Non-blocking: *out stays nullptr until every path of one connection has arrived. An error when
+  // a connection has waited kAcceptStarvedErrorNs for a descriptor this process cannot free.
   Status Accept(std::unique_ptr<RecvComm>* out);
+  static constexpr uint64_t kAcceptStarvedErrorNs = 2'000'000'000;
   uint64_t rejected() const { return rejected_; }
   size_t groups_waiting() const { return groups_.size(); }
   int dev() const { return dev_; }

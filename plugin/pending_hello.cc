@@ -37,9 +37,9 @@ PendingHello::Progress PendingHello::Read(uint64_t now_ns, std::string* why) {
 
 namespace ff {
 
-bool PendingHellos::EvictOldest() {
+bool PendingHellos::EvictOldest(uint64_t accepted_by_ns) {
   for (auto& p : items_) {
-    if (!p.socket.valid()) continue;
+    if (!p.socket.valid() || p.accepted_ns > accepted_by_ns) continue;
     p.socket.reset();
     ++shed_total_;
     ++shed_since_log_;
@@ -66,17 +66,30 @@ Status PendingHellos::AcceptFrom(int listen_fd, uint64_t now_ns, uint64_t deadli
     Status s = tcp::AcceptOne(listen_fd, &p.socket, &p.peer, &err);
     if (!s.ok()) return s;
     if (!p.socket.valid()) {
-      if (err == 0) break;  // nothing waiting
+      if (err == 0) {  // nothing waiting
+        starved_since_ns_ = 0;
+        break;
+      }
       // Out of descriptors: the connection stays queued in the kernel; free one and try again.
-      const bool retry = tcp::IsResourceAcceptError(err) && EvictOldest();
+      size_t waiting = 0;
+      for (const auto& q : items_) waiting += q.socket.valid() ? 1 : 0;
+      const uint64_t accepted_by = waiting >= kFloodPending ? UINT64_MAX
+                                   : now_ns >= kEvictAfterNs ? now_ns - kEvictAfterNs
+                                                             : 0;
+      const bool retry = tcp::IsResourceAcceptError(err) && EvictOldest(accepted_by);
       NoteShed(err, now_ns);
       if (retry) {
         Sweep();
         continue;
       }
-      if (tcp::IsResourceAcceptError(err)) break;  // nothing of ours to free: try on the next call
+      if (tcp::IsResourceAcceptError(err)) {  // nothing of ours to free: try on the next call
+        if (starved_since_ns_ == 0) starved_since_ns_ = now_ns;
+        starved_errno_ = err;
+        break;
+      }
       continue;                                     // that connection failed; others may wait
     }
+    starved_since_ns_ = 0;
     size_t live = 0;
     for (const auto& q : items_) live += q.socket.valid() ? 1 : 0;
     if (live >= kMaxPending) {
@@ -85,6 +98,7 @@ Status PendingHellos::AcceptFrom(int listen_fd, uint64_t now_ns, uint64_t deadli
       NoteShed(0, now_ns);
     }
     p.deadline_ns = deadline_ns;
+    p.accepted_ns = now_ns;
     items_.push_back(std::move(p));
   }
   return Status::Ok();

@@ -19,6 +19,7 @@ struct PendingHello {
   HelloWire hello{};
   uint32_t got = 0;
   uint64_t deadline_ns = 0;
+  uint64_t accepted_ns = 0;
 
   enum class Progress { kWaiting, kComplete, kFailed };
   // Reads exactly what is missing of the hello (what follows belongs to the communicator that takes
@@ -44,6 +45,14 @@ class PendingHellos {
   static constexpr size_t kMaxPending = 64;
   static constexpr int kMaxAcceptsPerCall = 256;  // a connect flood cannot pin one progress call
   static constexpr uint64_t kLogIntervalNs = 10'000'000'000;
+  // Out of descriptors with fewer than kFloodPending connections waiting for their hello, only one
+  // silent this long after its accept is closed to make room: a peer sends its hello right after
+  // connecting, so the one just accepted is likely the peer's own (closing it lost the connection:
+  // its other path, accepted in its place, waited for a path that would never come, and accept
+  // never finished). With kFloodPending or more waiting (a flood of strangers), the oldest goes at
+  // once, so a real peer behind them is reached quickly.
+  static constexpr uint64_t kEvictAfterNs = 200'000'000;
+  static constexpr size_t kFloodPending = 8;
 
   // `who` names the listener in log lines ("listener", "rejoin listener").
   explicit PendingHellos(const char* who) : who_(who) {}
@@ -55,9 +64,17 @@ class PendingHellos {
   // Drops the entries whose socket was taken or closed.
   void Sweep();
   uint64_t shed() const { return shed_total_; }
+  // How long every accept has failed for want of a resource (descriptors, buffers) while a
+  // connection waited and no stranger was left to close; 0 when not starved. `err` gets the errno.
+  uint64_t starved_for_ns(uint64_t now_ns, int* err) const {
+    *err = starved_errno_;
+    return starved_since_ns_ == 0 ? 0 : now_ns - starved_since_ns_;
+  }
 
  private:
-  bool EvictOldest();
+  // Closes the oldest connection still waiting for its hello that was accepted at or before
+  // `accepted_by_ns` (all of them: UINT64_MAX); false when there is none.
+  bool EvictOldest(uint64_t accepted_by_ns = UINT64_MAX);
   void NoteShed(int err, uint64_t now_ns);
 
   const char* who_;
@@ -66,6 +83,8 @@ class PendingHellos {
   uint64_t shed_since_log_ = 0;
   uint64_t last_log_ns_ = 0;
   bool logged_once_ = false;
+  uint64_t starved_since_ns_ = 0;
+  int starved_errno_ = 0;
 };
 
 }  // namespace ff

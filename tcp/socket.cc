@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,7 +35,22 @@ void SetPort(sockaddr_storage* a, uint16_t port) {
     reinterpret_cast<sockaddr_in6*>(a)->sin6_port = htons(port);
 }
 
+// socket() failed: with EMFILE/ENFILE the message says which limit and what uses it.
+Status SocketCreateError(int err) { return SystemError(ErrnoMessage("socket", err) + DescriptorLimitHint(err)); }
+
 }  // namespace
+
+std::string DescriptorLimitHint(int err) {
+  if (err == EMFILE) {
+    rlimit lim{};
+    getrlimit(RLIMIT_NOFILE, &lim);
+    return ": this process has used its " + std::to_string(static_cast<unsigned long long>(lim.rlim_cur)) +
+           " file descriptors (RLIMIT_NOFILE, `ulimit -n`); each communicator holds one socket per path "
+           "(FLEXIFORCE_PATHS) - raise the limit";
+  }
+  if (err == ENFILE) return ": the system's file table is full (fs.file-max)";
+  return "";
+}
 
 Status SetNonBlocking(int fd) {
   int flags = fcntl(fd, F_GETFL);
@@ -44,7 +60,7 @@ Status SetNonBlocking(int fd) {
 
 Status Listen(const sockaddr_storage& local, Socket* out, uint16_t* port, uint16_t want_port) {
   Socket s(::socket(local.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!s.valid()) return SystemError(ErrnoMessage("socket", errno));
+  if (!s.valid()) return SocketCreateError(errno);
   int one = 1;
   setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_storage a = local;
@@ -65,7 +81,7 @@ Status StartConnect(const sockaddr_storage& remote, const sockaddr_storage* loca
   int last_err = 0;
   for (int i = 0; i < tries && i < 4096; ++i) {
     Socket s(::socket(remote.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!s.valid()) return SystemError(ErrnoMessage("socket", errno));
+    if (!s.valid()) return SocketCreateError(errno);
     if (local != nullptr || sport_lo != 0) {
       sockaddr_storage b{};
       if (local != nullptr) {

@@ -69,6 +69,9 @@ bool IsTransientAcceptError(int err);
 // Whether the peer of a connected socket has closed it or it failed (EOF or an error pending), without
 // consuming data.
 bool PeerHasClosed(int fd);
+// For an errno of EMFILE/ENFILE, what ran out and what to do, to append to an error message
+// (": this process has used its 1024 file descriptors ..."); "" for any other errno.
+std::string DescriptorLimitHint(int err);
 // Out of a resource the process can free by closing connections it holds.
 bool IsResourceAcceptError(int err);
 
