@@ -134,7 +134,7 @@ TEST(Conformance, ThousandsOfRandomSizedMessagesArriveIntactWithLargerReceiveBuf
 // kernel still acknowledges what fits and then advertises a zero window. The sender must wait for it,
 // not take the silence for a dead path or peer, and everything must arrive once it resumes.
 TEST(Conformance, AReceiverStoppedForThreeSecondsLosesNothingAndFailsNothing) {
-  const std::vector<uint64_t> sizes(1000, 1 << 20);
+  const std::vector<uint64_t> sizes(300, 1 << 20);
   ChildProcess child([&](int r, int w) { return ReceiveAndCheck(r, w, sizes, 8); });
   NetPeer peer;
   char handle[128];
@@ -159,7 +159,7 @@ TEST(Conformance, AReceiverStoppedForThreeSecondsLosesNothingAndFailsNothing) {
 // The same with the sending process stopped mid-stream: the receiver waits for it (it is alive,
 // its connections open), and the stream completes once it resumes.
 TEST(Conformance, ASenderStoppedForThreeSecondsLosesNothingAndFailsNothing) {
-  const std::vector<uint64_t> sizes(1000, 1 << 20);
+  const std::vector<uint64_t> sizes(300, 1 << 20);
   ChildProcess child([&](int r, int w) {
     NetPeer peer;
     char handle[128];
