@@ -51,7 +51,8 @@ int ReceiveAndCheck(int rfd, int wfd, const std::vector<uint64_t>& sizes, int de
   void* lc = peer.Listen(handle);
   WriteAll(wfd, handle, sizeof(handle));
   void* rc = peer.Accept(lc);
-  std::vector<std::vector<char>> bufs(depth, std::vector<char>(kMaxMsg + 4096));
+  const uint64_t biggest = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
+  std::vector<std::vector<char>> bufs(depth, std::vector<char>(biggest + 4096));
   std::vector<void*> reqs(depth, nullptr);
   std::mt19937 rng(7);
   size_t posted = 0, done = 0;
@@ -91,7 +92,8 @@ int ReceiveAndCheck(int rfd, int wfd, const std::vector<uint64_t>& sizes, int de
 // `on_done(k)`, when given, runs after message k completed.
 void SendAll(NetPeer& peer, void* sc, const std::vector<uint64_t>& sizes, int depth,
              const std::function<void(size_t)>& on_done = nullptr) {
-  std::vector<std::vector<char>> bufs(depth, std::vector<char>(kMaxMsg));
+  const uint64_t biggest = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
+  std::vector<std::vector<char>> bufs(depth, std::vector<char>(std::max<uint64_t>(biggest, 1)));
   std::vector<void*> reqs(depth, nullptr);
   size_t issued = 0, done = 0;
   int null_retries = 0;
