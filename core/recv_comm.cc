@@ -100,13 +100,45 @@ Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const in
   active_[active_count_++] = r;
   *out = r;
   if (staged_count_ > 0) DeliverStaged();
-  // No progress here: the caller's test() comes next and does it all - reads the paths, publishes
-  // the new descriptors, sends what acknowledgements are due. The caller's own send usually comes
-  // first (ping-pong, ring steps), so this keeps every system call off its critical path, and a
-  // progress pass here that could only skip those was a tenth of a small message's work. Only the
-  // first irecv progresses: it tells the sender how a failed path can come back (failback).
-  if (opts_.reconnect_inbox && !reconnect_info_sent_) (void)Progress();
+  // No progress here: the caller's test() comes next and does it all - reads the paths, sends what
+  // acknowledgements are due. The caller's own send usually comes first (ping-pong, ring steps), so
+  // this keeps system calls off its critical path, and a progress pass here that could only skip
+  // those was a tenth of a small message's work. Only the first irecv progresses: it tells the
+  // sender how a failed path can come back (failback).
+  if (opts_.reconnect_inbox && !reconnect_info_sent_) {
+    (void)Progress();  // an error found here is reported by test(), with this request
+    return Status::Ok();
+  }
+  // Except descriptors the sender may not do without, while it holds few: its message cannot leave
+  // before them, so they go now, as NCCL's IB transport posts its clear-to-send in irecv. Held for
+  // this comm's next test(), a caller that posts the receive and then retries its own isend in the
+  // same thread - to this peer or, through it, to itself - waited forever.
+  if (next_post_seq_ > credit_sent_ && credit_sent_ < cum_done_ + kDescLowWater && SenderMayWaitForDescriptors() &&
+      SendDueAck())
+    (void)FlushAll();
   return Status::Ok();
+}
+
+bool RecvComm::SenderMayWaitForDescriptors() const {
+  // What the sender may send unsolicited (SendComm::UnsolicitedWouldFit): with an eager ring, on a
+  // stream, a message of at most a chunk while those beyond its credit stay within kMaxUnsolicitedMsgs
+  // and kMaxUnsolicitedBytes. Those it sent since this side last published count (the receiver's
+  // view: what completed since), and each unpublished buffer counts whole - its message may fill it.
+  if (opts_.eager_bytes == 0 || opts_.eager_ring_bytes == 0 || paths_.empty() || paths_[0]->NeedsPostedBuffer())
+    return true;
+  const uint64_t limit = std::min<uint64_t>(kMaxUnsolicitedBytes, opts_.chunk_bytes);
+  uint64_t msgs = cum_done_ - std::min(cum_done_, std::max(acked_, credit_sent_));
+  uint64_t bytes = done_bytes_since_ack_;
+  for (int i = 0; i < active_count_; ++i) {
+    const RecvRequest& r = *active_[i];
+    for (int k = 0; k < r.n; ++k) {
+      if (r.seq_base + static_cast<uint64_t>(k) < credit_sent_) continue;
+      const uint64_t c = r.entries[k].capacity;
+      bytes += c;
+      if (c > limit || bytes > kMaxUnsolicitedBytes || ++msgs > kMaxUnsolicitedMsgs) return true;
+    }
+  }
+  return false;
 }
 
 RecvEntry* RecvComm::FindEntry(const FrameHeader& h, RecvRequest** req) {
@@ -503,7 +535,10 @@ bool RecvComm::SendAck(bool all_paths, bool republish) {
 
 bool RecvComm::OnlySmallBuffersUnpublished(uint64_t* capacity) const {
   *capacity = 0;
-  if (opts_.eager_bytes == 0 || paths_.empty() || paths_[0]->NeedsPostedBuffer()) return false;
+  // What the sender may send unsolicited (SendComm: an eager ring, a stream): without a ring
+  // (FLEXIFORCE_EAGER_BYTES=0 or FLEXIFORCE_EAGER_RING=0) every message waits for its descriptor.
+  if (opts_.eager_bytes == 0 || opts_.eager_ring_bytes == 0 || paths_.empty() || paths_[0]->NeedsPostedBuffer())
+    return false;
   // Eager-sized buffers, any number of them; larger ones up to one chunk (a message the sender may
   // still send unsolicited, completing on its acknowledgement) while all the unpublished buffers
   // together hold at most half the unsolicited byte budget. In a ping-pong of 128 KiB messages (one
@@ -733,18 +768,22 @@ Status RecvComm::Progress() {
   // on every path, and a closing sender asks (kAckRequest, answered on every path). Streaming small
   // eager messages, the receiver catches up with its posted receives every few messages: sending
   // each of those acknowledgements twice was most of its control frames.
-  const bool last_for_now = ack_now_ && cum_done_ > acked_ && cum_done_ >= next_post_seq_;
-  if (send && SendAck(ack_all_paths_ || ack_requested_ || last_for_now, ack_requested_)) {
-    if (ack_all_paths_) ack_all_paths_ = false;
-    ack_requested_ = false;
-    ack_now_ = false;
-    ack_now_bytes_ = 0;
-    done_bytes_since_ack_ = 0;
-    acked_ = cum_done_;
-    credit_sent_ = next_post_seq_;
-  }
+  if (send) (void)SendDueAck();
   if (!FlushAll()) return error_;
   return error_;
+}
+
+bool RecvComm::SendDueAck() {
+  const bool last_for_now = ack_now_ && cum_done_ > acked_ && cum_done_ >= next_post_seq_;
+  if (!SendAck(ack_all_paths_ || ack_requested_ || last_for_now, ack_requested_)) return false;
+  ack_all_paths_ = false;
+  ack_requested_ = false;
+  ack_now_ = false;
+  ack_now_bytes_ = 0;
+  done_bytes_since_ack_ = 0;
+  acked_ = cum_done_;
+  credit_sent_ = next_post_seq_;
+  return true;
 }
 
 void RecvComm::AcknowledgeBeforeClose() {

@@ -50,6 +50,12 @@ class RecvComm final : public Comm {
   // Sends the cumulative acknowledgement with the descriptors not yet published (all from cum_done_
   // when `republish`), on the path that last delivered data or, when `all_paths`, on every live path.
   bool SendAck(bool all_paths, bool republish);
+  // SendAck of what is due (the cumulative acknowledgement, every unpublished descriptor) and its
+  // bookkeeping; false when no path could take it.
+  bool SendDueAck();
+  // Whether the sender may need an unpublished descriptor before it can send into that buffer (above
+  // what may come unsolicited); irecv then publishes at once.
+  bool SenderMayWaitForDescriptors() const;
   // Every buffer whose descriptor is not published yet takes only messages a sender may send
   // without one (wire v4 unsolicited messages): eager-sized buffers, or larger ones up to a chunk
   // while all of them together hold at most half the unsolicited byte budget.

@@ -18,7 +18,11 @@ SendComm::SendComm(std::vector<std::unique_ptr<Path>> paths, const CommOptions& 
     : Comm(std::move(paths), opts, std::move(peer)),
       desc_(new RecvDescriptor[kDescWindow]()),
       desc_seq_(new uint64_t[kDescWindow]()) {
-  if (opts_.eager_bytes > 0 && opts_.eager_ring_bytes >= opts_.eager_bytes) {
+  // A ring smaller than the eager size still carries the eager sends that fit it (FLEXIFORCE_EAGER_RING:
+  // a send that does not fit waits for its acknowledgement instead); without one, every send waits
+  // for its descriptor too. FLEXIFORCE_EAGER_BYTES=4M with the 2 MiB default ring used to leave no ring
+  // at all.
+  if (opts_.eager_bytes > 0 && opts_.eager_ring_bytes > 0) {
     ring_size_ = opts_.eager_ring_bytes;
     ring_.reset(new char[ring_size_]);
     // Every page faulted in now, at connect, not by the first eager sends: the ring is written

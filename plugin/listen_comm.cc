@@ -323,9 +323,11 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     opts.nic_watch = PluginState::Get().nic_watch();
     opts.ack_batch = static_cast<uint32_t>(PluginState::Get().config().ack_batch);
     opts.ack_delay_us = static_cast<uint32_t>(PluginState::Get().config().ack_delay_us);
-    // The receiver's view of the eager threshold (the job's ranks share their configuration): a
-    // buffer no larger takes only messages that may come unsolicited, so its descriptor can wait.
+    // The receiver's view of the eager threshold and ring (the job's ranks share their configuration):
+    // a buffer no larger takes only messages that may come unsolicited, so its descriptor can wait;
+    // with no ring on the sender (FLEXIFORCE_EAGER_RING=0) nothing comes unsolicited.
     opts.eager_bytes = static_cast<uint64_t>(PluginState::Get().config().eager_bytes);
+    opts.eager_ring_bytes = static_cast<uint64_t>(PluginState::Get().config().eager_ring_bytes);
     if (opts.failback_ms > 0 && it->first != 0) {
       tcp::PathSocketOptions so;
       so.buffer_bytes = static_cast<int>(PluginState::Get().config().socket_buffer_bytes);

@@ -285,17 +285,26 @@ TEST(AckBatching, APingPongAboveTheEagerThresholdSendsOneControlFramePerMessage)
 }
 
 // Several large receives posted at once: the sender may send only one or two of them unsolicited,
-// so their descriptors go at once, before any message arrives.
+// so their descriptors go at once - from irecv, before any test() or message.
 TEST(AckBatching, SeveralLargeReceivesPostedTogetherArePublishedAtOnce) {
   CommOptions o = testing::EagerOptions();
   o.ack_delay_us = 10'000'000;
   o.ack_now_delay_us = 10'000'000;
   testing::CommPair p = testing::MakeCommPair(1, o);
   std::vector<std::vector<char>> rbuf(4, std::vector<char>(128 * 1024));
-  for (auto& b : rbuf) ASSERT_NE(Post(*p.recv, b), nullptr);
   const int before = p.receiver_writes();
+  ASSERT_NE(Post(*p.recv, rbuf[0]), nullptr);
+  ASSERT_NE(Post(*p.recv, rbuf[1]), nullptr);
+  EXPECT_EQ(p.receiver_writes(), before) << "256 KiB of receives may be sent to unsolicited: no frame yet";
+  // The third goes past what may come unsolicited: irecv itself publishes (a sender waiting for it may
+  // be this very thread).
+  ASSERT_NE(Post(*p.recv, rbuf[2]), nullptr);
+  EXPECT_EQ(p.receiver_writes(), before + 1) << "three 128 KiB receives (384 KiB) wait for no test()";
+  // The fourth alone (128 KiB beyond the three published) may come unsolicited again: it waits for
+  // the batch, as a lone receive of that size does.
+  ASSERT_NE(Post(*p.recv, rbuf[3]), nullptr);
   ASSERT_TRUE(p.recv->Progress().ok());
-  EXPECT_EQ(p.receiver_writes(), before + 1) << "four 128 KiB receives (512 KiB) wait for no batch";
+  EXPECT_EQ(p.receiver_writes(), before + 1) << "a fourth 128 KiB receive beyond three published";
 }
 
 }  // namespace

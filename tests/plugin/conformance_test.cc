@@ -132,6 +132,70 @@ TEST(Conformance, ThousandsOfRandomSizedMessagesArriveIntactWithLargerReceiveBuf
   EXPECT_EQ(child.Wait(), 0);
 }
 
+// One thread posts a receive and then retries its own isend until it is accepted, before testing
+// either - over a connection from this process to itself, as a rank talks to itself or a driver
+// drives both ends from one loop. A message that must wait for its receive's descriptor (above what
+// may go unsolicited: above a chunk, the unsolicited budget, or with no eager ring) is accepted only
+// once the descriptor arrived, so irecv has to send it: held for the receive's test(), it never came
+// (the isend retries only read the send side). NCCL's IB transport posts its clear-to-send in irecv.
+TEST(Conformance, IsendRetriedInTheThreadThatPostedItsReceiveIsAccepted) {
+  NetPeer peer;
+  char handle[128];
+  void* lc = peer.Listen(handle);
+  void* sc = nullptr;
+  void* rc = nullptr;
+  ncclNetDeviceHandle_t* dc = nullptr;
+  const auto connect_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (sc == nullptr || rc == nullptr) {
+    if (sc == nullptr) {
+      ASSERT_EQ(peer.net()->connect(peer.ctx(), 0, handle, &sc, &dc), ncclSuccess);
+    }
+    if (rc == nullptr) {
+      ASSERT_EQ(peer.net()->accept(lc, &rc, &dc), ncclSuccess);
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), connect_deadline) << "connect/accept to ourselves";
+  }
+  const std::vector<size_t> sizes = {1000, 100 << 10, 300 << 10, 1 << 20, 4 << 20, 1000, 4 << 20};
+  std::vector<char> out(4 << 20), in(4 << 20);
+  uint64_t round = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (size_t size : sizes) {
+      SCOPED_TRACE("message " + std::to_string(round) + ", " + std::to_string(size) + " bytes");
+      FillPattern(out.data(), round, size);
+      void* data = in.data();
+      size_t cap = in.size();
+      int tag = 5;
+      void* rreq = nullptr;
+      void* sreq = nullptr;
+      while (rreq == nullptr) ASSERT_EQ(peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &rreq), ncclSuccess);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (sreq == nullptr) {
+        ASSERT_EQ(peer.net()->isend(sc, out.data(), size, 5, nullptr, nullptr, &sreq), ncclSuccess);
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+            << "isend said retry later for 10 s while its receive was posted (by this thread)";
+      }
+      // Both requests tested in turn, as NCCL's proxy does (a send may need its own test() to be written).
+      int got = 0, rdone = 0, sdone = 0, sz = 0;
+      while (!rdone || !sdone) {
+        if (!rdone) {
+          ASSERT_EQ(peer.net()->test(rreq, &rdone, &got), ncclSuccess);
+        }
+        if (!sdone) {
+          ASSERT_EQ(peer.net()->test(sreq, &sdone, &sz), ncclSuccess);
+        }
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline + std::chrono::seconds(10))
+            << "receive done " << rdone << ", send done " << sdone << " after 10 s";
+      }
+      ASSERT_EQ(static_cast<size_t>(got), size);
+      ASSERT_LT(CheckPattern(in.data(), round, size), 0);
+      ++round;
+    }
+  }
+  EXPECT_EQ(peer.net()->closeSend(sc), ncclSuccess);
+  EXPECT_EQ(peer.net()->closeRecv(rc), ncclSuccess);
+  EXPECT_EQ(peer.net()->closeListen(lc), ncclSuccess);
+}
+
 // A receiving process stopped for seconds (a debugger, SIGSTOP, a host that froze it) is alive: its
 // kernel still acknowledges what fits and then advertises a zero window. The sender must wait for it,
 // not take the silence for a dead path or peer, and everything must arrive once it resumes.
@@ -1083,10 +1147,17 @@ TEST(Conformance, SenderKilledMidMessageGivesTheReceiverAnErrorNotAHang) {
   int tag = 0;
   void* req = nullptr;
   while (req == nullptr) ASSERT_EQ(peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req), ncclSuccess);
+  // One test() publishes the receive's descriptor, so the sender may start; then nothing is read here
+  // until the sender is dead. Reading meanwhile let a sender with FLEXIFORCE_CHUNK_SIZE=64M (one frame,
+  // written by isend for as long as the socket takes it) hand over the whole message before its kill
+  // now and then (1 run in 5 under load): a complete message, rightly received - no death to see.
+  int done = 0;
+  ASSERT_EQ(peer.net()->test(req, &done, nullptr), ncclSuccess);
+  ASSERT_EQ(done, 0);
+  ASSERT_EQ(child.WaitFor(30'000), 128 + SIGKILL) << "the sender did not get its message accepted and die within 30 s";
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(peer.Wait(req, nullptr, 30), ncclRemoteError);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
-  child.Wait();
   peer.net()->closeRecv(rc);
   peer.net()->closeListen(lc);
 }

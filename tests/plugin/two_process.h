@@ -114,6 +114,19 @@ class ChildProcess {
     reaped_ = true;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   }
+  // Wait() bounded: -1 if the child is still running after `timeout_ms` (it is then left running).
+  int WaitFor(int timeout_ms) {
+    for (int waited = 0;; waited += 5) {
+      int st = 0;
+      const pid_t r = waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) {
+        reaped_ = true;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      if (r < 0 || waited >= timeout_ms) return -1;
+      usleep(5000);
+    }
+  }
 
  private:
   pid_t pid_ = -1;
