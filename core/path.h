@@ -143,6 +143,13 @@ class Path {
 
   // Bytes handed to the transport that the peer has not acknowledged yet (-1: unknown).
   virtual int64_t InFlightBytes() const = 0;
+  // InFlightBytes for choosing between paths, where a slightly stale figure will do: a transport
+  // whose figure costs a system call may answer from a reading younger than its refresh interval
+  // plus what it handed over since (an upper bound: the peer may have acknowledged some meanwhile).
+  virtual int64_t InFlightEstimate(uint64_t now_ns) const {
+    (void)now_ns;
+    return InFlightBytes();
+  }
   // The peer's transport holds every byte handed over (nothing queued, nothing in flight).
   bool Quiescent() const { return queued_frames() == 0 && InFlightBytes() == 0; }
   virtual PathSample Sample() const = 0;

@@ -372,12 +372,13 @@ Path* SendComm::PickPath(SendMsg& m) {
 }
 
 uint64_t SendComm::InFlightThisPass(const Path& p) {
-  // Read once per path per Schedule pass (a system call on a stream): nothing is written to the
+  // Asked once per path per Schedule pass (a stream answers from a system call at most every
+  // StreamPath::kInFlightRefreshNs, else from its last reading): nothing is written to the
   // transport while a pass queues chunks, so the figure can only have shrunk since (the peer
   // acknowledging), and the chunks queued in this pass are counted by queued_payload_bytes.
   const size_t i = static_cast<size_t>(p.index());
   if (i >= inflight_pass_.size()) inflight_pass_.resize(paths_.size() > i ? paths_.size() : i + 1, kInFlightUnread);
-  if (inflight_pass_[i] == kInFlightUnread) inflight_pass_[i] = std::max<int64_t>(p.InFlightBytes(), 0);
+  if (inflight_pass_[i] == kInFlightUnread) inflight_pass_[i] = std::max<int64_t>(p.InFlightEstimate(NowNs()), 0);
   return static_cast<uint64_t>(inflight_pass_[i]);
 }
 

@@ -37,6 +37,16 @@ int64_t StreamPath::InFlightBytes() const {
   return n;
 }
 
+int64_t StreamPath::InFlightEstimate(uint64_t now_ns) const {
+  if (est_read_ns_ != 0 && now_ns >= est_read_ns_ && now_ns - est_read_ns_ < kInFlightRefreshNs)
+    return est_base_ + static_cast<int64_t>(bytes_sent_ - est_sent_at_read_);
+  const int64_t n = InFlightBytes();
+  est_read_ns_ = n < 0 ? 0 : now_ns;
+  est_base_ = n;
+  est_sent_at_read_ = bytes_sent_;
+  return n;
+}
+
 StreamPath::StreamPath(int index, std::unique_ptr<ByteStream> stream, size_t staging_bytes)
     : Path(index),
       stream_(std::move(stream)),
