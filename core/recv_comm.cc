@@ -119,26 +119,23 @@ Status RecvComm::Irecv(int n, void* const* data, const uint64_t* sizes, const in
   return Status::Ok();
 }
 
+bool RecvComm::UnsolicitedPossible() const {
+  return opts_.eager_bytes != 0 && opts_.eager_ring_bytes != 0 && !paths_.empty() && !paths_[0]->NeedsPostedBuffer();
+}
+
 bool RecvComm::SenderMayWaitForDescriptors() const {
-  // What the sender may send unsolicited (SendComm::UnsolicitedWouldFit): with an eager ring, on a
-  // stream, a message of at most a chunk while those beyond its credit stay within kMaxUnsolicitedMsgs
-  // and kMaxUnsolicitedBytes. Those it sent since this side last published count (the receiver's
-  // view: what completed since), and each unpublished buffer counts whole - its message may fill it.
-  if (opts_.eager_bytes == 0 || opts_.eager_ring_bytes == 0 || paths_.empty() || paths_[0]->NeedsPostedBuffer())
-    return true;
+  // What the sender may send unsolicited: a message of at most a chunk while those beyond its credit
+  // stay within kMaxUnsolicitedMsgs and kMaxUnsolicitedBytes. Those it sent since this side last
+  // published count (the receiver's view: what completed since), and each unpublished buffer counts
+  // whole - its message may fill it.
+  if (!UnsolicitedPossible()) return true;
   const uint64_t limit = std::min<uint64_t>(kMaxUnsolicitedBytes, opts_.chunk_bytes);
   uint64_t msgs = cum_done_ - std::min(cum_done_, std::max(acked_, credit_sent_));
   uint64_t bytes = done_bytes_since_ack_;
-  for (int i = 0; i < active_count_; ++i) {
-    const RecvRequest& r = *active_[i];
-    for (int k = 0; k < r.n; ++k) {
-      if (r.seq_base + static_cast<uint64_t>(k) < credit_sent_) continue;
-      const uint64_t c = r.entries[k].capacity;
-      bytes += c;
-      if (c > limit || bytes > kMaxUnsolicitedBytes || ++msgs > kMaxUnsolicitedMsgs) return true;
-    }
-  }
-  return false;
+  return !ForEachUnpublished([&](uint64_t c) {
+    bytes += c;
+    return !(c > limit || bytes > kMaxUnsolicitedBytes || ++msgs > kMaxUnsolicitedMsgs);
+  });
 }
 
 RecvEntry* RecvComm::FindEntry(const FrameHeader& h, RecvRequest** req) {
@@ -535,10 +532,7 @@ bool RecvComm::SendAck(bool all_paths, bool republish) {
 
 bool RecvComm::OnlySmallBuffersUnpublished(uint64_t* capacity) const {
   *capacity = 0;
-  // What the sender may send unsolicited (SendComm: an eager ring, a stream): without a ring
-  // (FLEXIFORCE_EAGER_BYTES=0 or FLEXIFORCE_EAGER_RING=0) every message waits for its descriptor.
-  if (opts_.eager_bytes == 0 || opts_.eager_ring_bytes == 0 || paths_.empty() || paths_[0]->NeedsPostedBuffer())
-    return false;
+  if (!UnsolicitedPossible()) return false;
   // Eager-sized buffers, any number of them; larger ones up to one chunk (a message the sender may
   // still send unsolicited, completing on its acknowledgement) while all the unpublished buffers
   // together hold at most half the unsolicited byte budget. In a ping-pong of 128 KiB messages (one
@@ -548,19 +542,15 @@ bool RecvComm::OnlySmallBuffersUnpublished(uint64_t* capacity) const {
   const uint64_t small = std::min<uint64_t>(opts_.eager_bytes, std::min<uint64_t>(kMaxUnsolicitedBytes, opts_.chunk_bytes));
   const uint64_t lone = std::min<uint64_t>(kMaxUnsolicitedBytes / 2, opts_.chunk_bytes);
   bool larger = false;
-  for (int i = 0; i < active_count_; ++i) {
-    const RecvRequest& r = *active_[i];
-    for (int k = 0; k < r.n; ++k) {
-      if (r.seq_base + static_cast<uint64_t>(k) < credit_sent_) continue;
-      const uint64_t c = r.entries[k].capacity;
-      if (c > small) {
-        if (c > lone) return false;
-        larger = true;
-      }
-      *capacity += c;
+  const bool all_fit = ForEachUnpublished([&](uint64_t c) {
+    if (c > small) {
+      if (c > lone) return false;
+      larger = true;
     }
-  }
-  return !larger || *capacity <= kMaxUnsolicitedBytes / 2;
+    *capacity += c;
+    return true;
+  });
+  return all_fit && (!larger || *capacity <= kMaxUnsolicitedBytes / 2);
 }
 
 void RecvComm::ReportIfStuck(uint64_t now_ns) {

@@ -53,6 +53,21 @@ class RecvComm final : public Comm {
   // SendAck of what is due (the cumulative acknowledgement, every unpublished descriptor) and its
   // bookkeeping; false when no path could take it.
   bool SendDueAck();
+  // Whether the sender may send anything unsolicited (SendComm::UnsolicitedWouldFit): only with an
+  // eager ring (FLEXIFORCE_EAGER_BYTES and FLEXIFORCE_EAGER_RING non-zero) over a stream; otherwise
+  // every message waits for its buffer's descriptor.
+  bool UnsolicitedPossible() const;
+  // Calls f(capacity) for each posted buffer whose descriptor is not published yet, in order, until
+  // f returns false; returns whether it ran to the end.
+  template <class F>
+  bool ForEachUnpublished(F&& f) const {
+    for (int i = 0; i < active_count_; ++i) {
+      const RecvRequest& r = *active_[i];
+      for (int k = 0; k < r.n; ++k)
+        if (r.seq_base + static_cast<uint64_t>(k) >= credit_sent_ && !f(r.entries[k].capacity)) return false;
+    }
+    return true;
+  }
   // Whether the sender may need an unpublished descriptor before it can send into that buffer (above
   // what may come unsolicited); irecv then publishes at once.
   bool SenderMayWaitForDescriptors() const;
