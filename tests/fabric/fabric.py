@@ -632,6 +632,10 @@ def raise_on_signals() -> None:
         signal.signal(s, on_signal)
 
 
+def unblock_caught_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, CAUGHT_SIGNALS)
+
+
 def ignore_signals() -> None:
     for s in CAUGHT_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
@@ -736,10 +740,17 @@ def cmd_run(args, command: list[str]) -> int:
         print(f"fabric {state['run_id']} up in {secs:.2f}s; running: {' '.join(command)}",
               file=sys.stderr, flush=True)
         env = dict(os.environ, FF_FABRIC_STATE=path, FF_FABRIC_TOPOLOGY=os.path.abspath(args.topology_out))
+        # A signal that lands inside Popen - after the fork, before `child` is set - raised Terminated
+        # there and left the command running unseen: it was never signalled, and it held our caller's
+        # stdout/stderr open long after the teardown (a SIGTERM test waited 20 s on `sleep 30`). The
+        # caught signals wait until `child` is known; the command itself starts with them unblocked.
+        signal.pthread_sigmask(signal.SIG_BLOCK, CAUGHT_SIGNALS)
         try:
-            child = subprocess.Popen(command, env=env)
+            child = subprocess.Popen(command, env=env, preexec_fn=unblock_caught_signals)
         except OSError as exc:
             raise FabricError(f"cannot start {command[0]}: {exc}") from exc
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, CAUGHT_SIGNALS)
         rc = child.wait()
         rc = 128 - rc if rc < 0 else rc
     except Terminated as t:

@@ -142,6 +142,42 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 128 + signal.SIGTERM, err)
         self.assertEqual(netns_with_prefix(f"ff{run_id}-"), [])
 
+    def test_a_signal_during_the_commands_start_still_reaches_the_command(self):
+        # The race behind a rare hang of the SIGTERM test above, made certain: the signal arrives
+        # inside Popen, after the fork, before run knows its child. Run used to leave the command
+        # running, unseen, holding run's stdout/stderr; now the signal waits until it knows it.
+        run_id = f"p{os.getpid() % 100000}"
+        marker = "29.25"  # a `sleep` no other test runs
+        script = (
+            "import os, signal, subprocess, sys\n"
+            f"sys.path.insert(0, {HERE!r})\n"
+            "import fabric\n"
+            "Real = subprocess.Popen\n"
+            "class Popen(Real):\n"
+            "    def __init__(self, argv, *a, **kw):\n"
+            "        super().__init__(argv, *a, **kw)\n"
+            f"        if list(argv) == ['sleep', {marker!r}]:\n"
+            "            os.kill(os.getpid(), signal.SIGTERM)\n"
+            "subprocess.Popen = Popen\n"
+            f"sys.exit(fabric.main(['run', '--name', {run_id!r}, '--', 'sleep', {marker!r}]))\n")
+        proc = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            self.fail("run did not finish: its command kept run's output open")
+        finally:
+            left = subprocess.run(["pgrep", "-f", f"^sleep {marker}$"], capture_output=True, text=True).stdout.split()
+            subprocess.run(["pkill", "-f", f"^sleep {marker}$"], check=False)
+        self.assertEqual(proc.returncode, 128 + signal.SIGTERM, err)
+        self.assertEqual(left, [], "the command outlived run")
+        self.assertEqual(netns_with_prefix(f"ff{run_id}-"), [])
+
+    def test_the_command_starts_with_no_signal_blocked(self):
+        proc = fabric("run", "--name", f"b{os.getpid() % 100000}", "--", "grep", "^SigBlk", "/proc/self/status")
+        self.assertRegex(proc.stdout, r"SigBlk:\s+0+\n")
+
     def test_down_by_name_removes_stale_namespaces_of_that_run_only(self):
         mine, other = f"m{os.getpid() % 100000}", f"o{os.getpid() % 100000}"
         for rid in (mine, other):
