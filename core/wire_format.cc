@@ -28,7 +28,7 @@ void SealHeader(FrameHeader* h) {
 }
 
 FrameHeader MakeHello(uint64_t conn_id, int path_count, int path_index, uint64_t chunk_bytes, uint32_t sla_us,
-                      uint16_t flags) {
+                      uint16_t flags, uint32_t eager_bytes) {
   HelloFrame hf{};
   hf.type = static_cast<uint8_t>(FrameType::kHello);
   hf.path_unused = static_cast<uint16_t>(path_index);
@@ -39,6 +39,7 @@ FrameHeader MakeHello(uint64_t conn_id, int path_count, int path_index, uint64_t
   hf.chunk_bytes = chunk_bytes;
   hf.sla_us = sla_us;
   hf.flags = flags;
+  hf.eager_bytes = eager_bytes;
   FrameHeader h;
   std::memcpy(&h, &hf, sizeof(h));
   SealHeader(&h);

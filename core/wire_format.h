@@ -112,7 +112,12 @@ struct HelloFrame {
   uint32_t sla_us;
   uint16_t reserved16;
   uint16_t flags;  // kHelloFlagRejoin
-  uint32_t reserved;
+  // The sender's eager threshold (FLEXIFORCE_EAGER_BYTES) when it keeps an eager ring, so that it may
+  // send small messages before their buffer's descriptor; 0: it sends nothing unsolicited. The
+  // receiver times its descriptors by it (RecvComm::UnsolicitedPossible): assuming its own setting,
+  // a receiver whose sender ran with FLEXIFORCE_EAGER_BYTES=0 held the descriptor of every small
+  // buffer up to FLEXIFORCE_ACK_DELAY_US (1 ms) while that sender waited for it.
+  uint32_t eager_bytes;
   uint32_t checksum;
 };
 static_assert(sizeof(HelloFrame) == sizeof(FrameHeader), "HelloFrame is a view of the header");
@@ -175,7 +180,7 @@ void SealHeader(FrameHeader* h);  // fills magic, version and checksum
 
 // A sealed hello header (length = sizeof(HelloAuth)); its payload is made by plugin/hello_auth.h.
 FrameHeader MakeHello(uint64_t conn_id, int path_count, int path_index, uint64_t chunk_bytes, uint32_t sla_us,
-                      uint16_t flags);
+                      uint16_t flags, uint32_t eager_bytes = 0);
 HelloFrame AsHello(const FrameHeader& h);
 
 // Returns an empty string when the header is well-formed, else what is wrong with it. Control

@@ -325,9 +325,14 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       a.sport_lo = fresh->plan.paths[i].sport_lo;
       a.sport_hi = fresh->plan.paths[i].sport_hi;
       a.route = fresh->plan.paths[i].route;
+      // The eager threshold tells the receiver what may come before its descriptors: SendComm keeps
+      // a ring only when both knobs are non-zero, and never over verbs (its options, further down).
+      const uint32_t eager = !st.verbs() && cfg.eager_bytes > 0 && cfg.eager_ring_bytes > 0
+                                 ? static_cast<uint32_t>(cfg.eager_bytes)
+                                 : 0;
       a.hello = MakeSignedHello(fresh->key, fresh->conn_id, fresh->conn_nonce, npaths, i,
                                 static_cast<uint64_t>(cfg.chunk_bytes), task.sla_us,
-                                st.verbs() ? kHelloFlagVerbs : uint16_t{0});
+                                st.verbs() ? kHelloFlagVerbs : uint16_t{0}, eager);
 #if FF_WITH_VERBS
       if (st.verbs()) {
         verbs::RdmaPathOptions ro;

@@ -36,9 +36,10 @@ bool VerifyHelloMac(const ConnectionKey& key, const HelloWire& w) {
 }
 
 HelloWire MakeSignedHello(const ConnectionKey& key, uint64_t conn_id, uint64_t conn_nonce, int path_count,
-                          int path_index, uint64_t chunk_bytes, uint32_t sla_us, uint16_t flags) {
+                          int path_index, uint64_t chunk_bytes, uint32_t sla_us, uint16_t flags,
+                          uint32_t eager_bytes) {
   HelloWire w{};
-  w.header = MakeHello(conn_id, path_count, path_index, chunk_bytes, sla_us, flags);
+  w.header = MakeHello(conn_id, path_count, path_index, chunk_bytes, sla_us, flags, eager_bytes);
   w.auth.nonce = conn_nonce;
   w.auth.counter = 0;
   SignHello(key, &w);

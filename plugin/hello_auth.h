@@ -27,7 +27,8 @@ ConnectionKey DeriveConnectionKey(const HandleSecret& secret, uint64_t conn_id, 
 
 // A connection's first hello on path `path_index` (counter 0, the connection's nonce), signed.
 HelloWire MakeSignedHello(const ConnectionKey& key, uint64_t conn_id, uint64_t conn_nonce, int path_count,
-                          int path_index, uint64_t chunk_bytes, uint32_t sla_us, uint16_t flags = 0);
+                          int path_index, uint64_t chunk_bytes, uint32_t sla_us, uint16_t flags = 0,
+                          uint32_t eager_bytes = 0);
 // A rejoin hello (kHelloFlagRejoin) with the sender's rejoin counter and a fresh nonce, signed.
 HelloWire MakeSignedRejoin(const ConnectionKey& key, uint64_t conn_id, int path_count, int path_index,
                            uint64_t chunk_bytes, uint32_t sla_us, uint64_t counter, uint64_t nonce);

@@ -164,12 +164,14 @@ void ListenComm::Admit(PendingHello& p, uint64_t now) {
     g.npaths = npaths;
     g.streams.resize(static_cast<size_t>(npaths));
     g.chunk_bytes = hf.chunk_bytes;
+    g.eager_bytes = hf.eager_bytes;
     g.sla_us = hf.sla_us;
     g.conn_nonce = p.hello.auth.nonce;
     g.key = key;
   }
   if (g.npaths != npaths || g.conn_nonce != p.hello.auth.nonce || g.streams[static_cast<size_t>(index)] != nullptr ||
-      g.chunk_bytes < 4096 || g.chunk_bytes > (64u << 20)) {
+      g.chunk_bytes != hf.chunk_bytes || g.eager_bytes != hf.eager_bytes || g.chunk_bytes < 4096 ||
+      g.chunk_bytes > (64u << 20)) {
     Reject(p, "inconsistent hello for connection " + std::to_string(hf.conn_id));
     if (fresh) groups_.erase(it);
     return;
@@ -323,11 +325,12 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     opts.nic_watch = PluginState::Get().nic_watch();
     opts.ack_batch = static_cast<uint32_t>(PluginState::Get().config().ack_batch);
     opts.ack_delay_us = static_cast<uint32_t>(PluginState::Get().config().ack_delay_us);
-    // The receiver's view of the eager threshold and ring (the job's ranks share their configuration):
-    // a buffer no larger takes only messages that may come unsolicited, so its descriptor can wait;
-    // with no ring on the sender (FLEXIFORCE_EAGER_RING=0) nothing comes unsolicited.
-    opts.eager_bytes = static_cast<uint64_t>(PluginState::Get().config().eager_bytes);
-    opts.eager_ring_bytes = static_cast<uint64_t>(PluginState::Get().config().eager_ring_bytes);
+    // The sender's eager threshold, from its hello (ranks may run with different settings): a buffer
+    // no larger takes only messages that may come unsolicited, so its descriptor can wait; a sender
+    // with no ring (its FLEXIFORCE_EAGER_BYTES or FLEXIFORCE_EAGER_RING 0) says 0 and then waits for
+    // every descriptor. A receiver only asks whether the ring exists, not how large it is.
+    opts.eager_bytes = g.eager_bytes;
+    opts.eager_ring_bytes = g.eager_bytes;
     if (opts.failback_ms > 0 && it->first != 0) {
       tcp::PathSocketOptions so;
       so.buffer_bytes = static_cast<int>(PluginState::Get().config().socket_buffer_bytes);

@@ -44,6 +44,7 @@ class ListenComm {
     ConnectionKey key{};
     std::vector<sockaddr_storage> peers;  // where the arrived paths came from: rejoins must too
     uint64_t chunk_bytes = 0;
+    uint32_t eager_bytes = 0;  // the sender's, from its hello: 0 when it sends nothing unsolicited
     uint32_t sla_us = 0;
     uint64_t task_hash = 0;
     std::vector<std::unique_ptr<ByteStream>> streams;

@@ -926,6 +926,92 @@ TEST(Conformance, FailbackPathIsAdmittedOnlyWhenSignedWithTheConnectionsKeyAndOn
   peer.net()->closeListen(lc);
 }
 
+// Whether an acknowledgement carrying the descriptor of message `seq` arrives on `fd` within `ms`
+// (frames of other kinds are read and skipped).
+bool DescriptorArrives(int fd, uint64_t seq, int ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  std::vector<char> in;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 5) > 0) {
+      char buf[4096];
+      const ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n <= 0) return false;
+      in.insert(in.end(), buf, buf + n);
+    }
+    while (in.size() >= sizeof(FrameHeader)) {
+      FrameHeader h;
+      std::memcpy(&h, in.data(), sizeof(h));
+      if (in.size() < sizeof(h) + h.length) break;
+      if (h.type == static_cast<uint8_t>(FrameType::kAck) && h.length >= sizeof(AckMsg)) {
+        AckMsg a;
+        std::memcpy(&a, in.data() + sizeof(h), sizeof(a));
+        for (uint32_t k = 0; k < a.descriptors && sizeof(AckMsg) + (k + 1) * sizeof(RecvDescriptor) <= h.length; ++k) {
+          RecvDescriptor d;
+          std::memcpy(&d, in.data() + sizeof(h) + sizeof(AckMsg) + k * sizeof(RecvDescriptor), sizeof(d));
+          if (d.seq == seq) return true;
+        }
+      }
+      in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(sizeof(h) + h.length));
+    }
+  }
+  return false;
+}
+
+// Ranks may run with different FLEXIFORCE_EAGER_BYTES: the receiver times its descriptors by what
+// its sender's hello says, not by its own setting. A sender without an eager ring (it says 0) sends
+// nothing before its buffer's descriptor, so irecv publishes even a small buffer's at once; one with
+// a ring may send a small message unsolicited, so that descriptor rides a later acknowledgement. A
+// receiver that assumed its own (default) setting held the descriptor for up to
+// FLEXIFORCE_ACK_DELAY_US, 1 ms per message, while such a sender waited for it.
+TEST(Conformance, TheReceiverTimesItsDescriptorsByTheEagerSettingInItsSendersHello) {
+  SKIP_OVER_VERBS();
+  NetPeer peer;
+  for (const uint32_t eager : {0u, 64u * 1024}) {
+    SCOPED_TRACE("the sender's hello says eager " + std::to_string(eager));
+    char handle[128];
+    void* lc = peer.Listen(handle);
+    const int fd = RawConnect(handle);
+    ASSERT_GE(fd, 0);
+    // Connection id 0: no failback, so irecv runs no progress of its own beyond the rule tested here.
+    ASSERT_TRUE(SendHello(fd, SignedHello(handle, 0, 1, 0, 77, eager)));
+    void* rc = peer.Accept(lc);
+    std::vector<char> buf(8, 'k');
+    void* data = buf.data();
+    size_t cap = buf.size();
+    int tag = 1;
+    void* req = nullptr;
+    ASSERT_EQ(peer.net()->irecv(rc, 1, &data, &cap, &tag, nullptr, nullptr, &req), ncclSuccess);
+    ASSERT_NE(req, nullptr);
+    // No test() yet: only irecv itself can have published the descriptor.
+    if (eager == 0) {
+      EXPECT_TRUE(DescriptorArrives(fd, 0, 2000)) << "irecv kept the descriptor a sender without a ring waits for";
+    } else {
+      EXPECT_FALSE(DescriptorArrives(fd, 0, 100)) << "irecv spent a control frame on a descriptor the sender does not need";
+    }
+    // The message arrives either way and completes the receive.
+    struct {
+      FrameHeader h;
+      char payload[8];
+    } frame{};
+    frame.h.type = static_cast<uint8_t>(FrameType::kData);
+    frame.h.tag = 1;
+    frame.h.length = 8;
+    frame.h.total = 8;
+    frame.h.flags = eager == 0 ? kDataFlagAckNow : 0;
+    SealHeader(&frame.h);
+    std::memcpy(frame.payload, "12345678", 8);
+    WriteAll(fd, &frame, sizeof(frame));
+    int got = -1;
+    EXPECT_EQ(peer.Wait(req, &got, 10), ncclSuccess);
+    EXPECT_EQ(got, 8);
+    EXPECT_EQ(std::string(buf.begin(), buf.end()), "12345678");
+    close(fd);
+    peer.net()->closeRecv(rc);
+    peer.net()->closeListen(lc);
+  }
+}
+
 TEST(Conformance, CorruptFrameHeaderFailsTheCommunicatorWithoutTouchingTheBuffer) {
   SKIP_OVER_VERBS();
   NetPeer peer;

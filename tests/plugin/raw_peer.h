@@ -49,10 +49,12 @@ inline int Dial(sockaddr_in to, const char* source = nullptr) {
 
 inline int RawConnect(const char* handle, const char* source = nullptr) { return Dial(FirstAddress(handle), source); }
 
-// What a real sender's first hello on path `index` looks like (nonce fixed per test connection).
-inline HelloWire SignedHello(const char* handle, uint64_t conn_id, int npaths, int index, uint64_t nonce = 77) {
+// What a real sender's first hello on path `index` looks like (nonce fixed per test connection): by
+// default one with the default eager threshold and ring, which may send small messages unsolicited.
+inline HelloWire SignedHello(const char* handle, uint64_t conn_id, int npaths, int index, uint64_t nonce = 77,
+                             uint32_t eager_bytes = 64 * 1024) {
   const ConnectionKey key = DeriveConnectionKey(SecretOf(handle), conn_id, nonce);
-  return MakeSignedHello(key, conn_id, nonce, npaths, index, 512 * 1024, 0);
+  return MakeSignedHello(key, conn_id, nonce, npaths, index, 512 * 1024, 0, 0, eager_bytes);
 }
 
 inline HelloWire SignedRejoin(const char* handle, uint64_t conn_id, int npaths, int index, uint64_t counter,
