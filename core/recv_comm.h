@@ -24,8 +24,12 @@ class RecvComm final : public Comm {
   Status Progress() override;
   // Before close: the acknowledgement of messages received but not yet acknowledged (eager ones are
   // acknowledged lazily) goes out now, on every live path, so the sender's close finds them
-  // delivered instead of a connection its peer closed under them. Best effort, never blocks.
-  void AcknowledgeBeforeClose();
+  // delivered instead of a connection its peer closed under them. Then, for at most
+  // `drain_timeout_ns`, it waits on the paths whose transport drops what it was handed when the path
+  // goes (Path::PayloadFreeAfterFlush false: RDMA's posted work requests die with their queue pair)
+  // until that left: the sender completes its last messages only on the acknowledgement, usually
+  // sent by the test() just before the close.
+  void AcknowledgeBeforeClose(uint64_t drain_timeout_ns = 0);
 
   HeaderVerdict OnHeader(Path& path, const FrameHeader& h, char** dest) override;
   void OnFrameComplete(Path& path, const FrameHeader& h) override;

@@ -610,7 +610,9 @@ Status CloseRecv(void* recv_comm) {
   if (h == nullptr) return Status::Ok();
   if (h->magic != RecvHandle::kMagic) return InvalidArgument("closeRecv: not a receive comm");
   h->magic = 0;
-  h->comm->AcknowledgeBeforeClose();
+  // Bounded: a dead sender never completes what was posted to it (its queue pair's retries do, later).
+  h->comm->AcknowledgeBeforeClose(std::min<uint64_t>(uint64_t(PluginState::Get().config().peer_timeout_ms), 1000) *
+                                  1'000'000);
   // The queue pairs go with the comm first, so no write can land once the registrations are released.
   const Caches mrs = h->mrs;
   h->comm.reset();

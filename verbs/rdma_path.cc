@@ -523,7 +523,7 @@ PumpResult RdmaPath::Poll(FrameSink& sink) {
   if (fenced_) return PumpResult::kClosed;
   // A device event is a hard signal: the path fails now, not at the watchdog's next look.
   if (CheckDeviceEvents() || event_failed_) return PumpResult::kIoError;
-  if (peer_fd_ >= 0 && !peer_watch_off_) {
+  if (peer_fd_ >= 0 && !peer_watch_off_ && !peer_exited_) {
     const uint64_t now = MonoNs();
     if (now - peer_checked_ns_ >= kPeerWatchNs) {
       peer_checked_ns_ = now;
@@ -534,7 +534,9 @@ PumpResult RdmaPath::Poll(FrameSink& sink) {
         last_errno_ = r == 0 ? ECONNRESET : err;
         rx_error_ = "path " + std::to_string(index()) + " (" + describe_ + "): the peer closed the connection's " +
                     "bootstrap stream (its process exited)";
-        return PumpResult::kClosed;
+        // What it sent before it exited is delivered first (its last acknowledgement, typically):
+        // the path reports the exit once its receive queue is empty.
+        peer_exited_ = true;
       }
       if (r < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
         // The stream's own network failed (an unreachable route gives EHOSTUNREACH), not the peer
@@ -560,7 +562,7 @@ PumpResult RdmaPath::Poll(FrameSink& sink) {
       if (r != PumpResult::kIdle) return r;
     }
     const int n = ibv_poll_cq(recv_cq_.get(), kPollBatch, wc);
-    if (n == 0) return PumpResult::kIdle;
+    if (n == 0) return peer_exited_ ? PumpResult::kClosed : PumpResult::kIdle;
     if (n < 0) {
       last_errno_ = EIO;
       rx_error_ = "path " + std::to_string(index()) + " (" + describe_ + "): ibv_poll_cq failed on the receive queue";

@@ -202,6 +202,7 @@ class RdmaPath final : public Path {
   int peer_fd_ = -1;
   bool peer_watch_off_ = false;  // the watch stream failed on its own network: kept open, not read
   uint64_t peer_checked_ns_ = 0;
+  bool peer_exited_ = false;  // the watch saw the peer process exit; kClosed once the receives are read
   uint64_t events_seen_ = 0;  // AsyncEvents::generation() last checked
   bool event_failed_ = false;  // an async event failed this path (rx_error_ names it)
 };
