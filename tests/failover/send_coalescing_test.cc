@@ -138,7 +138,7 @@ TEST(SendCoalescing, ABurstOfSendsAboveTheEagerThresholdLeavesInOneWrite) {
 // pass the bound is written at once, with the ones held before it.
 TEST(SendCoalescing, HeldSendsAboveTheEagerThresholdAreBoundedInBytes) {
   Pair p = MakePair(1, CoalescingOptions(kLongHold));
-  constexpr size_t kSize = 200 * 1024;
+  constexpr size_t kSize = SendComm::kMaxHeldRendezvousBytes * 2 / 5;
   static_assert(2 * kSize <= SendComm::kMaxHeldRendezvousBytes && 3 * kSize > SendComm::kMaxHeldRendezvousBytes,
                 "two sends fit the bound, three do not");
   // Receives posted first, so the sender holds a descriptor for each message.
@@ -157,10 +157,10 @@ TEST(SendCoalescing, HeldSendsAboveTheEagerThresholdAreBoundedInBytes) {
   reqs.push_back(Post(*p.send, sent[1]));
   reqs.push_back(Post(*p.send, sent[2]));
   for (SendRequest* r : reqs) ASSERT_NE(r, nullptr);
-  EXPECT_EQ(p.writes(), after_first) << "the second and third sends (400 KiB together) were not held";
+  EXPECT_EQ(p.writes(), after_first) << "the second and third sends (4/5 of the bound together) were not held";
   reqs.push_back(Post(*p.send, sent[3]));
   ASSERT_NE(reqs.back(), nullptr);
-  EXPECT_GT(p.writes(), after_first) << "held bytes passed their bound: 600 KiB waited for a test";
+  EXPECT_GT(p.writes(), after_first) << "held bytes passed their bound: 6/5 of it waited for a test";
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   size_t done_recv = 0;
   std::vector<int> rdone(rr.size(), 0);
