@@ -1,6 +1,5 @@
-// Helpers for communicator tests over socketpairs: a ByteStream over one end (it owns and closes the
-// descriptor; fd() is -1, so no TCP_INFO or SO_ERROR is read, unless made visible) and the options of
-// a communicator with eager sends.
+// Helpers for communicator tests over socketpairs: FdStream (tests/tcp/fd_stream.h), a stream the test
+// can cut, and the options of a communicator with eager sends.
 #pragma once
 
 #include <sys/uio.h>
@@ -17,24 +16,9 @@
 #include "core/recv_comm.h"
 #include "tcp/byte_stream.h"
 #include "tcp/socket.h"
+#include "tests/tcp/fd_stream.h"
 
 namespace ff::testing {
-
-class FdStream final : public ByteStream {
- public:
-  // visible: fd() shows the descriptor, so the path watchdog reads its pending error (SO_ERROR) and
-  // unsent bytes (SIOCOUTQ) as it does a TCP socket's.
-  explicit FdStream(int fd, bool visible = false) : fd_(fd), visible_(visible) {}
-  ~FdStream() override { close(fd_); }
-  ssize_t Send(const iovec* iov, int n) override { return tcp::SendSome(fd_, iov, n); }
-  ssize_t Recv(void* buf, size_t len) override { return tcp::RecvSome(fd_, buf, len); }
-  std::string Describe() const override { return "socketpair fd " + std::to_string(fd_); }
-  int fd() const override { return visible_ ? fd_ : -1; }
-
- private:
-  int fd_;
-  bool visible_;
-};
 
 // A stream over one end of a socketpair that the test can cut: after *cut is set every call fails as
 // a reset connection would, and what the kernel still held for it is never read. `writes` (may be

@@ -15,24 +15,10 @@
 #include "tcp/byte_stream.h"
 #include "tcp/socket.h"
 #include "tcp/stream_path.h"
+#include "tests/tcp/fd_stream.h"
 
 namespace ff {
 namespace {
-
-// One end of a socketpair, its descriptor visible (SIOCOUTQ reads it), or hidden (fd() -1).
-class PairEnd final : public ByteStream {
- public:
-  PairEnd(int fd, bool visible) : fd_(fd), visible_(visible) {}
-  ~PairEnd() override { close(fd_); }
-  ssize_t Send(const iovec* iov, int n) override { return tcp::SendSome(fd_, iov, n); }
-  ssize_t Recv(void* buf, size_t len) override { return tcp::RecvSome(fd_, buf, len); }
-  std::string Describe() const override { return "socketpair end " + std::to_string(fd_); }
-  int fd() const override { return visible_ ? fd_ : -1; }
-
- private:
-  int fd_;
-  bool visible_;
-};
 
 struct Rig {
   std::unique_ptr<StreamPath> path;
@@ -44,7 +30,7 @@ struct Rig {
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
     EXPECT_TRUE(tcp::SetNonBlocking(fds[0]).ok());
     EXPECT_TRUE(tcp::SetNonBlocking(fds[1]).ok());
-    path = std::make_unique<StreamPath>(0, std::make_unique<PairEnd>(fds[0], visible));
+    path = std::make_unique<StreamPath>(0, std::make_unique<testing::FdStream>(fds[0], visible));
     peer = fds[1];
   }
   ~Rig() { close(peer); }
