@@ -56,6 +56,10 @@ class SendComm final : public Comm {
   // 6-8 alternating runs, same host, same run as raw); 2-8 MiB and the emulator's AllReduce moved
   // within their noise.
   static constexpr uint64_t kMaxHeldRendezvousBytes = 4 * 1024 * 1024;
+  // Send coalescing: sends held for one write at most, and eager sends' bytes together at most.
+  // FLEXIFORCE_COALESCE_US's text names all three (tests/plugin/config_registry_test.cc checks).
+  static constexpr int kMaxHeld = 16;
+  static constexpr uint64_t kMaxHeldBytes = 128 * 1024;
 
  private:
   SendMsg& Msg(uint64_t seq) { return msgs_[seq % kMaxMsgs]; }
@@ -164,8 +168,6 @@ class SendComm final : public Comm {
   // coalescing): reading the peer's frames can wait then (RxCanWait).
   bool write_only_ = false;
   // Send coalescing (Isend): sends held since the last write, and when that was.
-  static constexpr int kMaxHeld = 16;
-  static constexpr uint64_t kMaxHeldBytes = 128 * 1024;
   int held_ = 0;
   uint64_t held_bytes_ = 0;
   uint64_t last_write_ns_ = 0;

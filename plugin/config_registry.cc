@@ -75,7 +75,7 @@ const std::vector<KnobSpec> kSpecs = {
      "does not fit waits for its acknowledgement instead"},
     {"FLEXIFORCE_COALESCE_US", KnobType::kInt, "4", 0, 1000,
      "sends posted within this long of the connection's last write, while an older send is untested, wait "
-     "to leave together in one write (at most 16; 128 KiB of eager sends, 512 KiB with larger ones; never "
+     "to leave together in one write (at most 16; 128 KiB of eager sends, 4 MiB with larger ones; never "
      "past the caller's next test of a send); 0 = every send is written at once"},
     {"FLEXIFORCE_ACK_BATCH", KnobType::kInt, "16", 1, 1024,
      "the receiver acknowledges eager messages at most once per this many (or FLEXIFORCE_ACK_DELAY_US); "

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include "core/send_comm.h"
+#include "core/wire_format.h"
+
 #include <map>
 #include <string>
 
@@ -81,6 +84,33 @@ TEST(ConfigRegistry, EveryKnobIsDocumented) {
   for (const auto& s : ConfigRegistry::Specs()) {
     EXPECT_GT(std::string(s.doc).size(), 20u) << s.name;
   }
+}
+
+// "128 KiB", "4 MiB": how the knobs' texts write a power-of-two byte count.
+std::string Bytes(uint64_t b) {
+  if (b >= (1u << 20) && b % (1u << 20) == 0) return std::to_string(b >> 20) + " MiB";
+  return std::to_string(b >> 10) + " KiB";
+}
+
+const KnobSpec& Spec(const std::string& name) {
+  for (const auto& s : ConfigRegistry::Specs())
+    if (name == s.name) return s;
+  ADD_FAILURE() << name << " is not in the registry";
+  return ConfigRegistry::Specs().front();
+}
+
+// The texts that state the data path's fixed bounds name the values the code uses (flexiforce config,
+// docs/REFERENCE.md and README's table all come from here); the held-send bound once went from
+// 512 KiB to 4 MiB while the text kept 512 KiB.
+TEST(ConfigRegistry, KnobTextsNameTheBoundsTheDataPathUses) {
+  const std::string coalesce = Spec("FLEXIFORCE_COALESCE_US").doc;
+  EXPECT_NE(coalesce.find("at most " + std::to_string(SendComm::kMaxHeld) + ";"), std::string::npos) << coalesce;
+  EXPECT_NE(coalesce.find(Bytes(SendComm::kMaxHeldBytes) + " of eager sends"), std::string::npos) << coalesce;
+  EXPECT_NE(coalesce.find(Bytes(SendComm::kMaxHeldRendezvousBytes) + " with larger ones"), std::string::npos)
+      << coalesce;
+  const std::string delay = Spec("FLEXIFORCE_ACK_DELAY_US").doc;
+  EXPECT_NE(delay.find(Bytes(kMaxUnsolicitedBytes / kMaxUnsolicitedMsgs) + " or less in all"), std::string::npos)
+      << delay;
 }
 
 TEST(ConfigRegistry, TransportIsAutoByDefaultAndTakesOnlyItsThreeWords) {
