@@ -34,6 +34,7 @@
 #include "nccl/net_abi.h"
 #include "tcp/socket.h"
 #include "cli/plugin_loader.h"
+#include "cli/tcp_segments.h"
 
 namespace ff {
 namespace {
@@ -94,7 +95,10 @@ const char kUsage[] =
     "With 2 or more streams the round trip is also measured over a raw socket pair (\"pair\"): the\n"
     "ping on one socket, the echo on another, as NCCL connects one send and one receive\n"
     "communicator per peer. On one socket each direction's data carries the other's TCP\n"
-    "acknowledgement; on a pair the receiver answers small segments with bare acknowledgements.\n\n"
+    "acknowledgement; on a pair the receiver answers small segments with bare acknowledgements.\n"
+    "The smallest size's TCP segments per round trip (both directions, counted with TCP_INFO over\n"
+    "every connection of this process outside the timed loop) are printed for plugin, raw and\n"
+    "pair after the targets; with --json every round-trip row has them (*_rtt_segments).\n\n"
     "options:\n"
     "  --min-bytes N     smallest message (default 8; suffixes K, M, G)\n"
     "  --max-bytes N     largest message (default 64M, at most 1G)\n"
@@ -236,6 +240,12 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t h = v.size() / 2;
   return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// The median of the runs that were counted (NaN ones dropped); NaN when none was.
+double MedianCounted(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
+  return Median(std::move(v));
 }
 
 bool UsesPlugin(Mode m) { return m != Mode::kRaw; }
@@ -1001,6 +1011,10 @@ struct Row {
   double plugin_gbps = NAN, raw_gbps = NAN;
   double plugin_rtt_us = NAN, raw_rtt_us = NAN;
   double raw_pair_rtt_us = NAN;  // raw, one socket per direction (needs 2 or more streams)
+  // TCP segments per round trip, both directions, data and bare acknowledgements (medians over the
+  // runs; NaN where not counted): one socket carries each reply with the acknowledgement of the
+  // message it answers, two connections - NCCL's send and receive communicators - cannot.
+  double plugin_rtt_segs = NAN, raw_rtt_segs = NAN, raw_pair_rtt_segs = NAN;
   // Every run behind the medians above, in the order they ran (plugin run k, then raw run k): the
   // spread tells a real difference from the host's run-to-run drift.
   std::vector<double> plugin_gbps_runs, raw_gbps_runs;
@@ -1050,18 +1064,31 @@ class Driver {
     return secs;
   }
 
-  double PingPong(bool plugin, uint64_t size, uint64_t iters) {
+  // `segs`, when given: TCP segments per round trip on every connection of this process (the peer's
+  // ends are the same connections), counted outside the timed loop; NaN where they cannot be.
+  double PingPong(bool plugin, uint64_t size, uint64_t iters, double* segs = nullptr) {
     peer_.Send({plugin ? Op::kPluginPingPong : Op::kRawPingPong, 0, size, iters});
+    const std::optional<uint64_t> before = segs ? cli::ProcessTcpSegments() : std::nullopt;
     double secs = plugin ? PluginPing(*plugin_, slots_, size, iters) : RawPing(raw_, slots_, size, iters);
     peer_.Expect(plugin ? "plugin ping-pong" : "raw ping-pong", size);
+    if (segs) *segs = SegmentsPer(before, iters);
     return secs;
   }
   bool MeasuresPair() const { return UsesRaw(o_.mode) && setup_.streams >= 2; }
-  double PairPingPong(uint64_t size, uint64_t iters) {
+  double PairPingPong(uint64_t size, uint64_t iters, double* segs = nullptr) {
     peer_.Send({Op::kRawPairPingPong, 0, size, iters});
+    const std::optional<uint64_t> before = segs ? cli::ProcessTcpSegments() : std::nullopt;
     double secs = RawPing(raw_, slots_, size, iters, /*pair=*/true);
     peer_.Expect("raw ping-pong (socket pair)", size);
+    if (segs) *segs = SegmentsPer(before, iters);
     return secs;
+  }
+  // After the peer said it is done: its last acknowledgements have been sent (loopback delivers
+  // them within the send), a stray delayed one may still come - a fraction of one segment per run.
+  static double SegmentsPer(std::optional<uint64_t> before, uint64_t iters) {
+    const std::optional<uint64_t> after = cli::ProcessTcpSegments();
+    if (!before || !after || *after < *before || iters == 0) return NAN;  // a counter wrapped, a socket closed
+    return static_cast<double>(*after - *before) / static_cast<double>(iters);
   }
 
   // Picks iterations so the slower transport runs ~kTargetSeconds; the probes double as warm-up.
@@ -1135,15 +1162,26 @@ class Driver {
       if (MeasuresPair()) PairPingPong(size, std::min<uint64_t>(row.rtt_iters, 16));  // warm-up
       const uint64_t runs = static_cast<uint64_t>(o_.runs);
       const uint64_t per_rep = std::max<uint64_t>(row.rtt_iters / runs, std::min<uint64_t>(row.rtt_iters, 16));
-      std::vector<double> plugin_us, raw_us, pair_us;
+      std::vector<double> plugin_us, raw_us, pair_us, plugin_segs, raw_segs, pair_segs;
       for (uint64_t rep = 0; rep < runs; ++rep) {
-        for (bool plugin : Transports()) (plugin ? plugin_us : raw_us).push_back(PingPong(plugin, size, per_rep) * 1e6);
-        if (MeasuresPair()) pair_us.push_back(PairPingPong(size, per_rep) * 1e6);
+        for (bool plugin : Transports()) {
+          double segs = NAN;
+          (plugin ? plugin_us : raw_us).push_back(PingPong(plugin, size, per_rep, &segs) * 1e6);
+          (plugin ? plugin_segs : raw_segs).push_back(segs);
+        }
+        if (MeasuresPair()) {
+          double segs = NAN;
+          pair_us.push_back(PairPingPong(size, per_rep, &segs) * 1e6);
+          pair_segs.push_back(segs);
+        }
       }
       row.rtt_iters = per_rep * runs;
       row.plugin_rtt_us = Median(plugin_us);
       row.raw_rtt_us = Median(raw_us);
       if (!pair_us.empty()) row.raw_pair_rtt_us = Median(pair_us);
+      row.plugin_rtt_segs = MedianCounted(plugin_segs);
+      row.raw_rtt_segs = MedianCounted(raw_segs);
+      row.raw_pair_rtt_segs = MedianCounted(pair_segs);
       row.plugin_rtt_us_runs = std::move(plugin_us);
       row.raw_rtt_us_runs = std::move(raw_us);
       row.raw_pair_rtt_us_runs = std::move(pair_us);
@@ -1267,6 +1305,21 @@ void PrintTargets(const nlohmann::json& t) {
   std::printf("\n");
 }
 
+// The smallest round trip's TCP segments: what the 8 B target's ratio is made of. One socket per
+// direction acknowledges each message with a segment of its own (the reply goes on the other), so
+// a raw pair needs 4 where one socket needs 2; the plugin defers its receiver's acknowledgement
+// (StreamPath::kPeekMaxBytes) to about 3.
+void PrintSegments(const std::vector<Row>& rows) {
+  for (const Row& r : rows) {
+    if (std::isnan(r.plugin_rtt_segs) && std::isnan(r.raw_rtt_segs) && std::isnan(r.raw_pair_rtt_segs)) continue;
+    std::printf("TCP segments per %s round trip (both directions, acknowledgements included): plugin %s, raw %s, "
+                "raw pair %s\n",
+                HumanBytes(r.size).c_str(), Cell(r.plugin_rtt_segs, "%.2f").c_str(), Cell(r.raw_rtt_segs, "%.2f").c_str(),
+                Cell(r.raw_pair_rtt_segs, "%.2f").c_str());
+    return;
+  }
+}
+
 }  // namespace
 
 int RunBenchCommand(int argc, char** argv) {
@@ -1332,6 +1385,7 @@ int RunBenchCommand(int argc, char** argv) {
   if (!o.json) {
     std::printf("\n");
     if (o.mode == Mode::kBoth) PrintTargets(targets);
+    PrintSegments(rows);
     std::printf("all %zu sizes transferred and checked in %.1f s\n", rows.size(), elapsed);
     return 0;
   }
@@ -1364,6 +1418,9 @@ int RunBenchCommand(int argc, char** argv) {
                        {"raw_rtt_us", JsonNumber(r.raw_rtt_us)},
                        {"rtt_ratio", JsonNumber(Ratio(r.plugin_rtt_us, r.raw_rtt_us))},
                        {"raw_pair_rtt_us", JsonNumber(r.raw_pair_rtt_us)},
+                       {"plugin_rtt_segments", JsonNumber(r.plugin_rtt_segs)},
+                       {"raw_rtt_segments", JsonNumber(r.raw_rtt_segs)},
+                       {"raw_pair_rtt_segments", JsonNumber(r.raw_pair_rtt_segs)},
                        {"rtt_ratio_vs_pair", JsonNumber(Ratio(r.plugin_rtt_us, r.raw_pair_rtt_us))},
                        {"runs", {{"plugin_gbps", r.plugin_gbps_runs},
                                  {"raw_gbps", r.raw_gbps_runs},

@@ -3,6 +3,7 @@
 every figure measured (positive and finite) for both transports, round trips up to rtt_max_bytes and
 none above, every figure the median of the runs listed under "runs" (5 per transport, each positive;
 --runs N: N, an even count's median the mean of its middle two, and a --runs outside 1-99 refused),
+TCP segments per round trip for plugin, raw and raw pair (at least 2: the two messages),
 and a verdict for each of the five targets with the ratio it was judged on - recomputed here from the
 rows, so a verdict that does not follow from the figures fails the test.
 Speed itself is not asserted: the targets are reported, not required (a benchmark reports what it measured).
@@ -98,6 +99,11 @@ def main():
                 positive(r, k)
             for k in ("plugin_rtt_us", "raw_rtt_us", "raw_pair_rtt_us"):
                 check_runs(r, k)
+            # Every round trip carries at least its two messages, one segment each way: fewer means the
+            # count (TCP_INFO over the bench's connections) missed a connection or broke.
+            for k in ("plugin_rtt_segments", "raw_rtt_segments", "raw_pair_rtt_segments"):
+                if positive(r, k) < 2.0:
+                    fail(f"size {r['size']}: {k} is {r[k]}, below the 2 data segments of a round trip")
         elif r["plugin_rtt_us"] is not None or r["runs"]["plugin_rtt_us"]:
             fail(f"size {r['size']} above rtt_max_bytes {rtt_max} has a round trip")
     t = out["targets"]
