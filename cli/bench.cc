@@ -1305,10 +1305,10 @@ void PrintTargets(const nlohmann::json& t) {
   std::printf("\n");
 }
 
-// The smallest round trip's TCP segments: what the 8 B target's ratio is made of. One socket per
-// direction acknowledges each message with a segment of its own (the reply goes on the other), so
-// a raw pair needs 4 where one socket needs 2; the plugin defers its receiver's acknowledgement
-// (StreamPath::kPeekMaxBytes) to about 3.
+// The smallest round trip's TCP segments: what the 8 B target's ratio is made of. With one socket
+// per direction the receiving end acknowledges with segments of its own (the reply goes on the
+// other socket): a raw pair took 3.5-4 where one socket takes 2; the plugin, whose receiver defers
+// that acknowledgement past the reply (StreamPath::kPeekMaxBytes), about 3.
 void PrintSegments(const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     if (std::isnan(r.plugin_rtt_segs) && std::isnan(r.raw_rtt_segs) && std::isnan(r.raw_pair_rtt_segs)) continue;
