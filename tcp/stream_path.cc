@@ -250,7 +250,10 @@ PumpResult StreamPath::PollFrames(FrameSink& sink, int* frames_out) {
       continue;
     }
     if (drained) return PumpResult::kIdle;
-    if (rx_dest_ != nullptr && remaining >= kDirectReadMin) {
+    // The last few KiB of a large payload go straight in too: read into staging, they brought up to a
+    // staging buffer's worth of the next chunk along, copied once more (7% of a 4 MiB stream's bytes
+    // over one path, whose reads return a socket's worth and rarely end on a chunk's end).
+    if (rx_dest_ != nullptr && (remaining >= kDirectReadMin || rx_hdr_.length >= kHeaderFirstMin)) {
       // Large payloads land straight in the posted buffer: no copy through staging. The same read
       // goes on into staging (empty here) for what follows - as much as the staging read after this
       // frame would ask for: one header after a large payload, else the whole buffer. A payload

@@ -161,6 +161,27 @@ TEST(StreamPathCopy, BackToBackLargeChunksAreNotReadThroughStaging) {
       << script.bytes.size() << " on the wire";
 }
 
+TEST(StreamPathCopy, TheShortTailOfALargePayloadIsNotReadThroughStaging) {
+  // Reads of at most 127,000 bytes (a socket that holds less than a chunk): each 512 KiB payload takes
+  // four of them and leaves 16,288 bytes, under kDirectReadMin. That tail went through staging, with
+  // up to 127,000 - 16,288 bytes of the next chunk behind it, copied once more (~110 KiB per chunk).
+  constexpr size_t kCap = 127000;
+  static_assert(512 * kKiB % kCap < StreamPath::kDirectReadMin);
+  std::vector<uint32_t> lens = {0};
+  for (int i = 0; i < 8; ++i) lens.push_back(static_cast<uint32_t>(512 * kKiB));
+  Script script(lens);
+  ArenaSink sink(script);
+  uint64_t staged = 0;
+  StreamPath path(0, std::make_unique<ScriptedStream>(script.bytes, std::vector<size_t>{kCap}, sink.arena(),
+                                                      sink.arena_size(), &staged));
+  ASSERT_EQ(PollAll(path, sink, lens.size()), lens.size());
+  // The first read fills staging as far as the cap (the control frame and the start of chunk 0);
+  // after it only headers go there.
+  EXPECT_LE(staged, kCap + lens.size() * sizeof(FrameHeader))
+      << "the tails of large payloads were read into staging with the next chunk behind them: " << staged
+      << " bytes staged for " << script.bytes.size() << " on the wire";
+}
+
 TEST(StreamPathCopy, MidSizedFramesTakeOneReadEach) {
   // 16 KiB messages arriving one at a time (the reader keeps up with the writer): one read each. A
   // header read first would double the system calls where a copy out of staging is cheaper
