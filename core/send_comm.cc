@@ -121,8 +121,14 @@ Status SendComm::Isend(const void* data, uint64_t size, int tag, void* phandle, 
       m.ring_end = end;
       m.eager = true;
       // The receiver acknowledges eager messages lazily; past half the ring or of the message slots
-      // this one asks for its acknowledgement at once, so the sender never runs dry waiting.
-      m.ack_soon = (ring_head_ - ring_tail_) * 2 > ring_size_ || inflight_count() * 2 > kMaxMsgs;
+      // this one asks for its acknowledgement at once, so the sender never runs dry waiting - unless
+      // an earlier one still waits for its answer (which acknowledges this one too if it comes
+      // later). Every message asking made the receiver answer each at once, on every path, when it
+      // caught up with its posted receives: streaming 8 KiB messages through a 512 KiB ring ran at
+      // 0.55 GB/s, two control frames per message.
+      const bool low = (ring_head_ - ring_tail_) * 2 > ring_size_ || inflight_count() * 2 > kMaxMsgs;
+      m.ack_soon = low && ack_soon_seq_ <= acked_seq_;
+      if (m.ack_soon) ack_soon_seq_ = seq + 1;
       ++eager_messages_;
     }
   }

@@ -152,6 +152,7 @@ class SendComm final : public Comm {
   uint64_t ring_head_ = 0;
   uint64_t ring_tail_ = 0;
   uint64_t eager_messages_ = 0;
+  uint64_t ack_soon_seq_ = 0;  // 1 + the last eager message that asked for a prompt acknowledgement
   uint32_t rx_skips_ = 0;
   static constexpr uint32_t kMaxRxSkips = 15;
   bool unsolicited_ok_ = false;  // every path is a stream (no posted-buffer descriptor needed)
