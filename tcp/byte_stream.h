@@ -40,6 +40,9 @@ class ByteStream {
     (void)len;
     return -1;
   }
+  // Makes each Peek continue behind the bytes earlier peeks returned (until Skip drops them), so a
+  // reader can peek at several messages before dropping them in one Skip; true when it does.
+  virtual bool EnablePeekOffset() { return false; }
   virtual std::string Describe() const = 0;  // "10.0.0.1:50000->10.0.0.2:41234" for logs
   virtual int fd() const = 0;                // for poll-based waiting and probes; -1 if none
 };

@@ -160,7 +160,17 @@ bool StreamPath::ConsumePeeked(PumpResult* result) {
 }
 
 bool StreamPath::FillStaging(PumpResult* result, bool* drained) {
-  if (!ConsumePeeked(result)) return false;
+  const bool peek = lone_receive_ && stream_->CanPeek();
+  if (peek && peek_offset_ == PeekOffset::kUnknown)
+    peek_offset_ = stream_->EnablePeekOffset() ? PeekOffset::kOn : PeekOffset::kOff;
+  // With peek offsets the bytes peeked stay in the socket across messages: the next peek starts
+  // behind them, and one read drops them all once enough are there, once the path has found nothing
+  // new for a while, or when it stops peeking. Without, the next read drops them first.
+  if (!peek || peek_offset_ != PeekOffset::kOn || peeked_ >= kPeekKeepBytes ||
+      idle_peeks_ >= kIdlePeeksBeforeConsume) {
+    if (!ConsumePeeked(result)) return false;
+    idle_peeks_ = 0;
+  }
   if (rpos_ == wpos_) rpos_ = wpos_ = 0;
   if (wpos_ == staging_bytes_) {
     std::memmove(staging_.get(), staging_.get() + rpos_, wpos_ - rpos_);
@@ -170,13 +180,13 @@ bool StreamPath::FillStaging(PumpResult* result, bool* drained) {
   size_t room = staging_bytes_ - wpos_;
   if (header_only_read_ && !have_header_ && wpos_ - rpos_ < sizeof(FrameHeader))
     room = std::min(room, sizeof(FrameHeader) - (wpos_ - rpos_));
-  const bool peek = lone_receive_ && stream_->CanPeek();
   if (peek) room = std::min(room, kPeekMaxBytes);
   ssize_t r = peek ? stream_->Peek(staging_.get() + wpos_, room) : stream_->Recv(staging_.get() + wpos_, room);
   if (r > 0) {
     *drained = static_cast<size_t>(r) < room;
+    idle_peeks_ = 0;
     if (peek) {
-      peeked_ = static_cast<size_t>(r);
+      peeked_ += static_cast<size_t>(r);
       // A full peek is a stream, not one small message: consume it now.
       if (!*drained && !ConsumePeeked(result)) return false;
     }
@@ -185,6 +195,7 @@ bool StreamPath::FillStaging(PumpResult* result, bool* drained) {
     return true;
   }
   if (r == 0) {
+    if (peeked_ > 0) ++idle_peeks_;
     *result = PumpResult::kIdle;
   } else if (r == -2) {
     *result = PumpResult::kClosed;

@@ -39,6 +39,10 @@ class StreamPath final : public Path {
   // message. Peeked, the bytes are consumed by the next read, after the caller's reply has left.
   // More than this in one peek is a stream, not a ping-pong: it is consumed at once.
   static constexpr size_t kPeekMaxBytes = 4096;
+  // Where peeks continue behind the last one (ByteStream::EnablePeekOffset), peeked bytes are dropped
+  // once this many wait in the socket, or after this many reads in a row found nothing new.
+  static constexpr size_t kPeekKeepBytes = 2048;
+  static constexpr int kIdlePeeksBeforeConsume = 16;
 
   // staging_bytes: the read-ahead buffer for headers and small payloads (kStagingBytes for every real
   // connection; at least one header, kMinStagingBytes). Smaller only where a caller builds many short-lived
@@ -117,6 +121,9 @@ class StreamPath final : public Path {
   size_t wpos_ = 0;
   bool lone_receive_ = false;
   size_t peeked_ = 0;
+  enum class PeekOffset : uint8_t { kUnknown, kOn, kOff };
+  PeekOffset peek_offset_ = PeekOffset::kUnknown;
+  int idle_peeks_ = 0;  // reads in a row that found nothing behind the peeked bytes
   bool have_header_ = false;
   // The last frame's payload was large (kHeaderFirstMin or more): the next staging read asks for one
   // header only. A stream of large chunks mostly continues with another, and whatever of its payload

@@ -18,6 +18,11 @@ class TcpStream final : public ByteStream {
   bool CanPeek() const override { return true; }
   ssize_t Peek(void* buf, size_t len) override { return PeekSome(socket_.fd(), buf, len); }
   ssize_t Skip(size_t len) override { return SkipSome(socket_.fd(), len); }
+  // SO_PEEK_OFF: TCP supports it since Linux 6.10.
+  bool EnablePeekOffset() override {
+    int zero = 0;
+    return setsockopt(socket_.fd(), SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)) == 0;
+  }
   std::string Describe() const override { return description_; }
   int fd() const override { return socket_.fd(); }
 
