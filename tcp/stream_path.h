@@ -27,8 +27,10 @@ class StreamPath final : public Path {
   static constexpr size_t kDirectReadMin = 16 * 1024;
   // After a payload this large the next staging read takes one header only (header_only_read_). At
   // 16-32 KiB the extra read per frame cost more than the copy it saves (streaming 16 KiB messages
-  // fell from 4.0 to 2.5 GB/s), at 64 KiB it was even; striped 512 KiB chunks gained 20-40%.
-  static constexpr size_t kHeaderFirstMin = 128 * 1024;
+  // fell from 4.0 to 2.5 GB/s; 16-32 KiB round trips +3 us); striped 512 KiB chunks gained 20-40%.
+  // At 64 KiB streams were even and round trips 6-13% faster (the payload was read into staging and
+  // copied from there: 64 KiB a message); it was 128 KiB before.
+  static constexpr size_t kHeaderFirstMin = 64 * 1024;
   // Frames one Poll call delivers at most: a peer that floods small control frames cannot pin the
   // caller's test() (NCCL's proxy thread serves every communicator); the rest waits for the next call.
   static constexpr int kMaxFramesPerPoll = 256;

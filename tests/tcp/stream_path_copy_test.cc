@@ -182,6 +182,27 @@ TEST(StreamPathCopy, TheShortTailOfALargePayloadIsNotReadThroughStaging) {
       << " bytes staged for " << script.bytes.size() << " on the wire";
 }
 
+TEST(StreamPathCopy, APingPongOf64KiBMessagesReadsEachPayloadStraightIntoItsBuffer) {
+  // One 64 KiB message at a time (a ping-pong): after the first, each header is read alone and its
+  // payload lands in its buffer. Read into staging with its header, every payload was copied once more.
+  std::vector<uint32_t> lens(8, static_cast<uint32_t>(64 * kKiB));
+  Script script(lens);
+  ArenaSink sink(script);
+  uint64_t staged = 0;
+  auto stream = std::make_unique<ScriptedStream>(script.bytes, std::vector<size_t>{}, sink.arena(),
+                                                 sink.arena_size(), &staged);
+  ScriptedStream* s = stream.get();
+  StreamPath path(0, std::move(stream));
+  const size_t frame = sizeof(FrameHeader) + 64 * kKiB;
+  for (size_t f = 1; f <= lens.size(); ++f) {
+    s->Show(f * frame);
+    for (int i = 0; i < 4 && sink.frames() < f; ++i) ASSERT_EQ(path.Poll(sink), PumpResult::kIdle);
+    ASSERT_EQ(sink.frames(), f);
+  }
+  EXPECT_LE(staged, frame + lens.size() * sizeof(FrameHeader))
+      << "64 KiB payloads after the first went through staging: " << staged << " bytes staged";
+}
+
 TEST(StreamPathCopy, MidSizedFramesTakeOneReadEach) {
   // 16 KiB messages arriving one at a time (the reader keeps up with the writer): one read each. A
   // header read first would double the system calls where a copy out of staging is cheaper
