@@ -66,6 +66,7 @@ struct Options {
   int window = 8;
   int runs = kReps;  // alternating runs per measurement and transport
   int paths = 0;  // 0: the plugin's configured value
+  std::string congestion;  // --congestion: sets FLEXIFORCE_TCP_CONGESTION; empty: the system's default
   Mode mode = Mode::kBoth;
   bool throughput = true;  // --measure
   bool rtt = true;
@@ -110,6 +111,11 @@ const char kUsage[] =
     "                    whose speed drifts between runs, more runs steady the medians\n"
     "  --paths N         plugin paths and raw streams, 1..16; sets FLEXIFORCE_PATHS\n"
     "                    (default: the plugin's configured value)\n"
+    "  --congestion NAME TCP congestion control of both transports' connections (cubic, bbr, reno,\n"
+    "                    ...); sets FLEXIFORCE_TCP_CONGESTION, which the raw sockets follow too\n"
+    "                    (default: the system's net.ipv4.tcp_congestion_control, printed in the\n"
+    "                    header). On loopback bbr paces both to a few GB/s and its rate swings by\n"
+    "                    20-40% between runs; cubic runs at the copy speed, steadily\n"
     "  --mode M          both, plugin or raw (default both)\n"
     "  --measure W       throughput, rtt or both (default both)\n"
     "  --plugin PATH     plugin shared object (default $FF_PLUGIN_PATH, else the built one)\n"
@@ -170,12 +176,12 @@ std::optional<Options> ParseOptions(int argc, char** argv, int* exit_code) {
       arg = arg.substr(0, eq);
     }
     static const char* kValued[] = {"--min-bytes", "--max-bytes", "--iters",   "--window", "--runs",
-                                    "--paths",     "--mode",      "--measure", "--plugin"};
+                                    "--paths",     "--mode",      "--measure", "--plugin", "--congestion"};
     if (std::find_if(std::begin(kValued), std::end(kValued), [&](const char* k) { return arg == k; }) ==
         std::end(kValued)) {
       return fail("unknown option '" + arg +
-                  "' (accepted: --min-bytes, --max-bytes, --iters, --window, --runs, --paths, --mode, --measure, "
-                  "--plugin, --pin, --json, --help)");
+                  "' (accepted: --min-bytes, --max-bytes, --iters, --window, --runs, --paths, --congestion, --mode, "
+                  "--measure, --plugin, --pin, --json, --help)");
     }
     if (eq == std::string::npos) {
       if (i + 1 >= argc) return fail(arg + " needs a value");
@@ -203,6 +209,15 @@ std::optional<Options> ParseOptions(int argc, char** argv, int* exit_code) {
       if (spec == nullptr) return fail("this plugin build has no FLEXIFORCE_PATHS knob");
       if (!ParseInt(arg, value, spec->min, spec->max, &n, &err)) return fail(err);
       o.paths = static_cast<int>(n);
+    } else if (arg == "--congestion") {
+      const KnobSpec* spec = nullptr;
+      for (const auto& s : ConfigRegistry::Specs())
+        if (!std::strcmp(s.name, "FLEXIFORCE_TCP_CONGESTION")) spec = &s;
+      if (spec == nullptr) return fail("this plugin build has no FLEXIFORCE_TCP_CONGESTION knob");
+      if (value.empty() || !ConfigRegistry::ParseValue(*spec, value, &n, &err))
+        return fail("--congestion='" + value + "' is not valid; accepted: a congestion control name (cubic, bbr, "
+                    "reno, ...: /proc/sys/net/ipv4/tcp_available_congestion_control)");
+      o.congestion = value;
     } else if (arg == "--mode") {
       if (value == "both") {
         o.mode = Mode::kBoth;
@@ -546,10 +561,18 @@ ssize_t RecvVec(int fd, iovec* iov, int n) {
   }
 }
 
+// TCP_NODELAY, and the plugin's FLEXIFORCE_TCP_CONGESTION (set by --congestion, or by the caller)
+// so that both transports run the same congestion control. The plugin keeps the default where the
+// kernel refuses one; here that is an error, as the comparison would not be like for like.
 void SetNoDelay(int fd) {
   int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
     throw std::runtime_error(ErrnoMessage("raw TCP_NODELAY", errno));
+  const char* cc = std::getenv("FLEXIFORCE_TCP_CONGESTION");
+  if (cc != nullptr && cc[0] != '\0' &&
+      setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, static_cast<socklen_t>(std::strlen(cc))) != 0)
+    throw std::runtime_error(ErrnoMessage(std::string("raw TCP_CONGESTION '") + cc + "'", errno) +
+                             " (see /proc/sys/net/ipv4/tcp_available_congestion_control)");
 }
 
 void ThrowIf(const Status& s) {
@@ -1065,6 +1088,22 @@ class Driver {
     return device;
   }
 
+  // The congestion control both transports run: a raw socket's own, else that of a fresh socket
+  // given FLEXIFORCE_TCP_CONGESTION as the plugin gives its paths (the default where refused).
+  std::string Congestion() const {
+    std::string cc = raw_.streams() > 0 ? tcp::CongestionControlOf(raw_.fd(0)) : std::string();
+    if (cc.empty()) {
+      tcp::Socket probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      const char* knob = std::getenv("FLEXIFORCE_TCP_CONGESTION");
+      const bool asked = knob != nullptr && knob[0] != '\0';
+      if (probe.valid() && asked)
+        (void)setsockopt(probe.fd(), IPPROTO_TCP, TCP_CONGESTION, knob, static_cast<socklen_t>(std::strlen(knob)));
+      if (probe.valid()) cc = tcp::CongestionControlOf(probe.fd());
+      if (asked && cc != knob) cc += std::string(" (FLEXIFORCE_TCP_CONGESTION='") + knob + "' refused)";
+    }
+    return cc.empty() ? "unknown" : cc;
+  }
+
   double Stream(bool plugin, uint64_t size, uint64_t iters) {
     peer_.Send({plugin ? Op::kPluginStream : Op::kRawStream, 0, size, iters});
     const uint64_t window = static_cast<uint64_t>(o_.window);
@@ -1341,6 +1380,7 @@ int RunBenchCommand(int argc, char** argv) {
   if (o.plugin_path.empty()) o.plugin_path = testing::DefaultPluginPath();
   // The plugin reads its knobs at init in each process; set ours before the fork so both see it.
   if (o.paths > 0) setenv("FLEXIFORCE_PATHS", std::to_string(o.paths).c_str(), 1);
+  if (!o.congestion.empty()) setenv("FLEXIFORCE_TCP_CONGESTION", o.congestion.c_str(), 1);
   auto knobs = ConfigRegistry::Resolve([](const char* n) { return std::getenv(n); });
   for (const auto& k : knobs)
     if (!k.error.empty()) std::fprintf(stderr, "flexiforce bench: warning: %s\n", k.error.c_str());
@@ -1350,6 +1390,7 @@ int RunBenchCommand(int argc, char** argv) {
 
   std::vector<Row> rows;
   std::string device;
+  std::string congestion;  // what the raw sockets run, or what the plugin's are asked to
   Clock::time_point start = Clock::now();
   try {
     if (o.pin) {
@@ -1367,14 +1408,16 @@ int RunBenchCommand(int argc, char** argv) {
     PeerProcess peer(setup);
     Driver driver(setup, peer);
     device = driver.Connect();
+    congestion = driver.Congestion();
     if (!o.json) {
       std::printf("flexiforce bench: plugin %s (device %s), %d path(s) = %d raw stream(s) on 127.0.0.1, window %d, "
-                  "iters %s%s\n\n",
+                  "iters %s%s, TCP congestion control %s\n\n",
                   UsesPlugin(o.mode) ? o.plugin_path.c_str() : "(not used)", device.empty() ? "-" : device.c_str(),
                   setup.streams, setup.streams, o.window, o.iters ? std::to_string(o.iters).c_str() : "auto",
                   o.pin ? (", pinned to CPUs " + std::to_string(setup.cpus[0]) + " and " + std::to_string(setup.cpus[1]))
                               .c_str()
-                        : "");
+                        : "",
+                  congestion.c_str());
       std::printf("%10s | %11s | %8s | %6s | %9s | %13s | %10s | %6s | %11s | %6s\n", "size", "plugin GB/s",
                   "raw GB/s", "ratio", "run pairs", "plugin RTT us", "raw RTT us", "ratio", "pair RTT us", "ratio");
       std::printf("-----------+-------------+----------+--------+-----------+---------------+------------+--------+"
@@ -1414,6 +1457,7 @@ int RunBenchCommand(int argc, char** argv) {
                    {"plugin", UsesPlugin(o.mode) ? nlohmann::json(o.plugin_path) : nlohmann::json(nullptr)},
                    {"plugin_device", device.empty() ? nlohmann::json(nullptr) : nlohmann::json(device)},
                    {"raw_address", "127.0.0.1"},
+                   {"tcp_congestion_control", congestion},
                    {"pinned_cpus", o.pin ? nlohmann::json::array({setup.cpus[0], setup.cpus[1]}) : nlohmann::json(nullptr)},
                    {"rtt_max_bytes", kRttMaxBytes}};
   nlohmann::json results = nlohmann::json::array();

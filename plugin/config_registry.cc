@@ -36,6 +36,11 @@ const std::vector<KnobSpec> kSpecs = {
      "SO_SNDBUF/SO_RCVBUF per path; 0 keeps the kernel's autotuning (smaller buffers than 64K stalled "
      "a connection for good: a receive window below one segment of a 64 KiB-MTU link)",
      nullptr, true},
+    {"FLEXIFORCE_TCP_CONGESTION", KnobType::kString, "", 0, 15,
+     "TCP congestion control of every path (TCP_CONGESTION: cubic, bbr, dctcp, reno, ...); empty keeps the "
+     "system's net.ipv4.tcp_congestion_control. An algorithm the kernel refuses (not built, or not in "
+     "net.ipv4.tcp_allowed_congestion_control for an unprivileged job) is reported once and the default kept",
+     nullptr, false, true},
     {"FLEXIFORCE_CONNECT_TIMEOUT_MS", KnobType::kInt, "30000", 100, 3600000,
      "how long connect/accept keep trying before reporting an error"},
     {"FLEXIFORCE_PEER_TIMEOUT_MS", KnobType::kInt, "10000", 100, 3600000,
@@ -242,6 +247,15 @@ bool ConfigRegistry::ParseValue(const KnobSpec& spec, const std::string& text, i
   switch (spec.type) {
     case KnobType::kString:
       *number = 0;
+      if (spec.identifier) {
+        bool ok = text.size() <= static_cast<size_t>(spec.max);
+        for (char ch : text) ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_');
+        if (!ok) {
+          *error = std::string(spec.name) + "='" + text + "' is not valid; accepted: a name of 1 to " +
+                   std::to_string(spec.max) + " lowercase letters, digits and '_' (e.g. cubic), or empty";
+          return false;
+        }
+      }
       return true;
     case KnobType::kChoice: {
       const std::string words = spec.choices ? spec.choices : "";
@@ -332,6 +346,7 @@ Config ConfigRegistry::ToConfig(const std::vector<KnobValue>& values) {
   c.stripe_min_bytes = num("FLEXIFORCE_STRIPE_MIN");
   c.spread_nics = num("FLEXIFORCE_SPREAD_NICS") != 0;
   c.socket_buffer_bytes = num("FLEXIFORCE_SOCKET_BUFFER");
+  c.tcp_congestion = str("FLEXIFORCE_TCP_CONGESTION");
   c.connect_timeout_ms = static_cast<int>(num("FLEXIFORCE_CONNECT_TIMEOUT_MS"));
   c.peer_timeout_ms = static_cast<int>(num("FLEXIFORCE_PEER_TIMEOUT_MS"));
   c.max_queued_chunks = static_cast<int>(num("FLEXIFORCE_QUEUED_CHUNKS"));

@@ -21,6 +21,7 @@ struct KnobSpec {
   const char* doc;
   const char* choices = nullptr;  // kChoice: the accepted words, '|'-separated; number = the word's index
   bool zero_means_off = false;    // numeric knobs: 0 is accepted besides [min, max] (off, or the kernel's default)
+  bool identifier = false;        // kString: empty, or 1 to `max` lowercase letters, digits and '_'
 };
 
 // A knob's resolved value and where it came from.
@@ -41,6 +42,7 @@ struct Config {
   int64_t stripe_min_bytes;
   bool spread_nics;
   int64_t socket_buffer_bytes;
+  std::string tcp_congestion;  // FLEXIFORCE_TCP_CONGESTION; empty: the system's default
   int connect_timeout_ms;
   int peer_timeout_ms;
   int max_queued_chunks;

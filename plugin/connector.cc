@@ -402,6 +402,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
       tcp::PathSocketOptions o;
       o.tos = pc->tos;
       o.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
+      o.congestion = cfg.tcp_congestion;
       o.user_timeout_ms = cfg.peer_timeout_ms;
       o.max_pacing_bytes_per_s = pc->pacing_bytes_per_s;
       Status s = tcp::ApplyPathOptions(a.socket.fd(), a.remote.ss_family, o);
@@ -515,6 +516,7 @@ Status ConnectStep(NetContext* ctx, int config_tc, int dev, void* handle, std::u
     tcp::PathSocketOptions so;
     so.tos = pc->tos;
     so.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
+    so.congestion = cfg.tcp_congestion;
     so.user_timeout_ms = cfg.peer_timeout_ms;
     so.max_pacing_bytes_per_s = pc->pacing_bytes_per_s;
     std::vector<PathEndpoint> endpoints;

@@ -295,6 +295,7 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
       const Config& cfg = PluginState::Get().config();
       tcp::PathSocketOptions o;
       o.buffer_bytes = static_cast<int>(cfg.socket_buffer_bytes);
+      o.congestion = cfg.tcp_congestion;
       o.user_timeout_ms = cfg.peer_timeout_ms;
       tcp::ApplyPathOptions(g.streams[i]->fd(), AF_INET, o);
       sockaddr_storage ours{}, theirs{};
@@ -334,6 +335,7 @@ Status ListenComm::Accept(std::unique_ptr<RecvComm>* out) {
     if (opts.failback_ms > 0 && it->first != 0) {
       tcp::PathSocketOptions so;
       so.buffer_bytes = static_cast<int>(PluginState::Get().config().socket_buffer_bytes);
+      so.congestion = PluginState::Get().config().tcp_congestion;
       so.user_timeout_ms = PluginState::Get().config().peer_timeout_ms;
 #if FF_WITH_VERBS
       if (verbs_) {

@@ -9,10 +9,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <algorithm>
 #include <cstring>
 
+#include "base/logging.h"
 #include "tcp/interfaces.h"
 
 namespace ff::tcp {
@@ -200,6 +203,44 @@ Status AcceptOne(int listen_fd, Socket* out, sockaddr_storage* peer, int* transi
   return Status::Ok();
 }
 
+namespace {
+
+// First line of a /proc file, "?" when it cannot be read.
+std::string ProcLine(const char* path) {
+  std::string line = "?";
+  if (FILE* f = std::fopen(path, "re")) {
+    char buf[256];
+    if (std::fgets(buf, sizeof(buf), f) != nullptr) {
+      line = buf;
+      while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+    }
+    std::fclose(f);
+  }
+  return line;
+}
+
+void SetCongestion(int fd, const std::string& name) {
+  if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0) return;
+  const int err = errno;
+  static std::atomic<bool> reported{false};
+  if (reported.exchange(true)) return;
+  // ENOENT: not built or loadable; EPERM: not in the allowed list for this unprivileged process.
+  FF_WARN("FLEXIFORCE_TCP_CONGESTION='%s' was refused by the kernel (%s); paths keep the default %s. "
+          "Accepted here: %s (loaded), %s (allowed without CAP_NET_ADMIN)",
+          name.c_str(), std::strerror(err), ProcLine("/proc/sys/net/ipv4/tcp_congestion_control").c_str(),
+          ProcLine("/proc/sys/net/ipv4/tcp_available_congestion_control").c_str(),
+          ProcLine("/proc/sys/net/ipv4/tcp_allowed_congestion_control").c_str());
+}
+
+}  // namespace
+
+std::string CongestionControlOf(int fd) {
+  char name[32] = {};
+  socklen_t len = sizeof(name) - 1;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return {};
+  return std::string(name, strnlen(name, len));
+}
+
 Status ApplyPathOptions(int fd, int family, const PathSocketOptions& opts) {
   int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
@@ -217,6 +258,7 @@ Status ApplyPathOptions(int fd, int family, const PathSocketOptions& opts) {
     if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof(rate)) != 0)
       return SystemError(ErrnoMessage("SO_MAX_PACING_RATE", errno));
   }
+  if (!opts.congestion.empty()) SetCongestion(fd, opts.congestion);
   if (opts.buffer_bytes > 0) {
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &opts.buffer_bytes, sizeof(opts.buffer_bytes));
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &opts.buffer_bytes, sizeof(opts.buffer_bytes));

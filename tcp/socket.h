@@ -42,10 +42,16 @@ struct PathSocketOptions {
   int tos = -1;             // IP_TOS / IPV6_TCLASS byte; -1 leaves the default
   int buffer_bytes = 0;     // SO_SNDBUF/SO_RCVBUF; 0 keeps autotuning
   int user_timeout_ms = 0;  // TCP_USER_TIMEOUT; 0 keeps the kernel default
+  // TCP_CONGESTION (FLEXIFORCE_TCP_CONGESTION); empty keeps the system's default. One the kernel
+  // refuses is reported once per process (NCCL's logger) and the default stays: never an error.
+  std::string congestion;
   // SO_MAX_PACING_RATE in bytes per second; 0 leaves the socket unpaced. TCP paces by itself
   // (no fq qdisc needed since Linux 4.13), so this caps the path's rate on any NIC.
   uint64_t max_pacing_bytes_per_s = 0;
 };
+
+// The congestion control a TCP socket uses (TCP_CONGESTION), empty when it cannot be read.
+std::string CongestionControlOf(int fd);
 
 // Listening socket on `local` at `want_port` (0 picks one); returns the bound port.
 Status Listen(const sockaddr_storage& local, Socket* out, uint16_t* port, uint16_t want_port = 0);

@@ -4,7 +4,8 @@ every figure measured (positive and finite) for both transports, round trips up 
 none above, every figure the median of the runs listed under "runs" (5 per transport, each positive;
 --runs N: N, an even count's median the mean of its middle two, and a --runs outside 1-99 refused),
 TCP segments per round trip for plugin, raw and raw pair (at least 2: the two messages),
-and a verdict for each of the five targets with the ratio it was judged on - recomputed here from the
+the TCP congestion control both transports ran (config.tcp_congestion_control: the system's default;
+--congestion NAME: NAME, a bad name refused), and a verdict for each of the five targets with the ratio it was judged on - recomputed here from the
 rows, so a verdict that does not follow from the figures fails the test.
 Speed itself is not asserted: the targets are reported, not required (a benchmark reports what it measured).
 
@@ -70,6 +71,31 @@ def check_run_count(flexiforce):
             fail(f"--runs {bad}: exit {p.returncode}, stderr {p.stderr.strip()!r}; expected 2 and the accepted range")
 
 
+def check_congestion(flexiforce, default):
+    """config.tcp_congestion_control is what the connections ran: the default, or --congestion's name."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+            available = f.read().split()
+    except OSError:
+        available = []
+    if default not in available and available:
+        fail(f"config.tcp_congestion_control is {default!r}, not one of the kernel's {available}")
+    other = next((a for a in available if a != default), None)
+    if other is not None:
+        cmd = [flexiforce, "bench", "--min-bytes", "64K", "--max-bytes", "64K", "--iters", "24", "--runs", "1",
+               "--congestion", other, "--json"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            fail(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
+        got = json.loads(p.stdout)["config"].get("tcp_congestion_control")
+        if got != other:
+            fail(f"--congestion {other}: config.tcp_congestion_control is {got!r}")
+    for bad in ("Cubic", "x;y", ""):
+        p = subprocess.run([flexiforce, "bench", "--congestion", bad], capture_output=True, text=True, timeout=30)
+        if p.returncode != 2 or "--congestion" not in p.stderr:
+            fail(f"--congestion {bad!r}: exit {p.returncode}, stderr {p.stderr.strip()!r}; expected 2 naming the option")
+
+
 def main():
     cmd = [sys.argv[1], "bench", "--min-bytes", str(MIN), "--max-bytes", "4M", "--iters", "20", "--json"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
@@ -122,6 +148,7 @@ def main():
     if abs(got["ratio"] - r8["rtt_ratio"]) > 1e-12 or got["met"] is not (r8["rtt_ratio"] <= 1.3):
         fail(f"target rtt_8b: {got}, expected ratio {r8['rtt_ratio']} against 1.3")
     check_run_count(sys.argv[1])
+    check_congestion(sys.argv[1], out["config"].get("tcp_congestion_control"))
     verdicts = ", ".join(f"{k} {'met' if v['met'] else 'missed'}" for k, v in t.items())
     print(f"ok: {len(rows)} sizes, every figure measured; targets recomputed and consistent ({verdicts})")
 

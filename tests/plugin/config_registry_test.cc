@@ -113,6 +113,23 @@ TEST(ConfigRegistry, KnobTextsNameTheBoundsTheDataPathUses) {
       << delay;
 }
 
+TEST(ConfigRegistry, TcpCongestionIsEmptyByDefaultAndTakesOnlyAnAlgorithmName) {
+  EXPECT_EQ(ConfigRegistry::ToConfig(ConfigRegistry::Resolve(Env({}))).tcp_congestion, "");
+  for (const char* ok : {"cubic", "bbr", "dctcp", "tcp_new_2", "abcdefghijklmno"})
+    EXPECT_EQ(ConfigRegistry::ToConfig(ConfigRegistry::Resolve(Env({{"FLEXIFORCE_TCP_CONGESTION", ok}}))).tcp_congestion,
+              ok);
+  for (const char* bad : {"Cubic", "bbr ", "cubic;reno", "../x", "abcdefghijklmnop"}) {
+    auto values = ConfigRegistry::Resolve(Env({{"FLEXIFORCE_TCP_CONGESTION", bad}}));
+    std::string error;
+    for (const auto& v : values)
+      if (std::string(v.spec->name) == "FLEXIFORCE_TCP_CONGESTION") error = v.error;
+    EXPECT_EQ(error, std::string("FLEXIFORCE_TCP_CONGESTION='") + bad +
+                         "' is not valid; accepted: a name of 1 to 15 lowercase letters, digits and '_' (e.g. "
+                         "cubic), or empty; using the default (empty)");
+    EXPECT_EQ(ConfigRegistry::ToConfig(values).tcp_congestion, "") << bad;
+  }
+}
+
 TEST(ConfigRegistry, TransportIsAutoByDefaultAndTakesOnlyItsThreeWords) {
   EXPECT_EQ(ConfigRegistry::ToConfig(ConfigRegistry::Resolve(Env({}))).transport, "auto");
   for (const char* w : {"auto", "verbs", "tcp"})
