@@ -112,6 +112,11 @@ class RecvComm final : public Comm {
   // Bytes of completed messages whose sender waits on their acknowledgement, not yet acknowledged:
   // from kAckNowBytes on the acknowledgement goes at once (one control frame per MiB costs nothing).
   uint64_t ack_now_bytes_ = 0;
+  // One past the highest message that asked for a prompt acknowledgement (kDataFlagAckNow): ack_now_
+  // stays set until a cumulative acknowledgement covers it. Striped over paths, such a message can
+  // complete before an earlier one; an acknowledgement sent in between (a descriptor, an eager
+  // batch's delay) stops short of it and must not end the request.
+  uint64_t ack_now_until_ = 0;
   // Bytes of messages completed since the last acknowledgement (see Progress: the sender's budget).
   uint64_t done_bytes_since_ack_ = 0;
   static constexpr uint64_t kAckNowBytes = 1 << 20;

@@ -3,6 +3,8 @@
 // messages no longer costs a control frame per message - and never held past ack_now_delay_us while
 // the receiver's application keeps calling in. Those of eager messages (their sender completed them
 // already) wait for the batch or the longer ack_delay_us.
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,8 @@
 
 #include "core/recv_comm.h"
 #include "core/send_comm.h"
+#include "tcp/stream_path.h"
+#include "tests/tcp/fd_stream.h"
 #include "tests/failover/socketpair_pair.h"
 #include "tests/failover/socketpair_stream.h"
 
@@ -72,6 +76,139 @@ TEST(AckBatching, AStreamOfMessagesTheSenderWaitsOnIsAcknowledgedInBatches) {
       completed += sdone[i];
     }
   EXPECT_EQ(completed, kMsgs);
+}
+
+// A stream whose reads take at most *allow bytes (-1: no limit; 0: they find nothing, the bytes
+// waiting in the socket as on a slower path).
+class HeldStream final : public ByteStream {
+ public:
+  HeldStream(int fd, std::shared_ptr<int64_t> allow) : inner_(fd), fd_(fd), allow_(std::move(allow)) {}
+  ssize_t Send(const iovec* iov, int n) override { return inner_.Send(iov, n); }
+  ssize_t Recv(void* buf, size_t len) override {
+    if (*allow_ == 0) return 0;
+    if (*allow_ > 0) len = std::min<size_t>(len, static_cast<size_t>(*allow_));
+    const ssize_t r = inner_.Recv(buf, len);
+    if (r > 0 && *allow_ > 0) *allow_ -= r;
+    return r;
+  }
+  std::string Describe() const override { return inner_.Describe(); }
+  int fd() const override { return -1; }
+  int Pending() const {
+    int n = 0;
+    return ioctl(fd_, FIONREAD, &n) == 0 ? n : -1;
+  }
+
+ private:
+  testing::FdStream inner_;
+  int fd_;
+  std::shared_ptr<int64_t> allow_;
+};
+
+// A message its sender waits on (above the eager size) that completes before an earlier eager one -
+// they went on different paths, and its path was read first - asks for its acknowledgement at once.
+// An acknowledgement sent in between (here the eager batch's delay for an older message) stops
+// short of it, and the request must stand until one covers it: then the call that completes the
+// earlier message, leaving nothing posted, sends it. It used to end the request: that call left the
+// acknowledgement to the eager batch, and a receiver whose application called nothing more after
+// its last receive left the sender waiting for good (a 4-rank AllGather with
+// FLEXIFORCE_EAGER_BYTES=4M hung in about 1 of 6 runs: its last ring step, then an out-of-band barrier).
+TEST(AckBatching, AMessageThatCompletesAheadOfAnEarlierOneIsStillAcknowledgedWhenNothingIsLeftPosted) {
+  CommOptions o = testing::EagerOptions();  // eager up to 4 KiB
+  o.ack_delay_us = 10'000'000;  // the eager batch's delay: far beyond this test
+  o.ack_now_delay_us = 1000;     // a waited-on acknowledgement held while receives are posted behind it
+  std::vector<std::shared_ptr<int64_t>> allow;
+  std::vector<HeldStream*> rx;
+  std::vector<std::unique_ptr<Path>> s, r;
+  for (int i = 0; i < 2; ++i) {
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    ASSERT_TRUE(tcp::SetNonBlocking(fds[0]).ok());
+    ASSERT_TRUE(tcp::SetNonBlocking(fds[1]).ok());
+    allow.push_back(std::make_shared<int64_t>(-1));
+    auto stream = std::make_unique<HeldStream>(fds[1], allow.back());
+    rx.push_back(stream.get());
+    s.push_back(std::make_unique<StreamPath>(i, std::make_unique<testing::FdStream>(fds[0])));
+    r.push_back(std::make_unique<StreamPath>(i, std::move(stream)));
+  }
+  SendComm send(std::move(s), o, "receiver");
+  RecvComm recv(std::move(r), o, "sender");
+  constexpr size_t kEager = 1024, kLarge = 128 * 1024;  // the large one takes the next path in turn
+  std::vector<char> r1(kEager), r2(kEager), ra(kEager), rb(kLarge);
+  std::vector<char> s1(kEager, 'e'), s2(kEager, 'f'), sa(kEager, 'a'), sb(kLarge, 'b');
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto isend = [&](std::vector<char>& buf, SendRequest** out) {
+    while (*out == nullptr && std::chrono::steady_clock::now() < deadline) {
+      ASSERT_TRUE(send.Isend(buf.data(), buf.size(), 2, nullptr, out).ok());
+      ASSERT_TRUE(send.Progress().ok());
+    }
+    ASSERT_NE(*out, nullptr);
+  };
+  auto receive = [&](RecvRequest* q) {
+    int got = 0;
+    while (!got && std::chrono::steady_clock::now() < deadline) {
+      ASSERT_TRUE(send.Progress().ok());
+      ASSERT_TRUE(recv.Test(q, &got, nullptr).ok());
+    }
+    ASSERT_TRUE(got);
+  };
+  RecvRequest* q1 = Post(recv, r1);
+  RecvRequest* q2 = Post(recv, r2);
+  RecvRequest* qa = Post(recv, ra);
+  RecvRequest* qb = Post(recv, rb);
+  ASSERT_TRUE(q1 != nullptr && q2 != nullptr && qa != nullptr && qb != nullptr);
+  // E1 (eager) is received and acknowledged.
+  SendRequest* e1 = nullptr;
+  isend(s1, &e1);
+  receive(q1);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(recv.Progress().ok());
+  // E2 and A (eager, on one path) and B (waited on, on the other) go out with every read held.
+  for (auto& a : allow) *a = 0;
+  SendRequest* e2 = nullptr;
+  SendRequest* a = nullptr;
+  SendRequest* b = nullptr;
+  isend(s2, &e2);
+  isend(sa, &a);
+  isend(sb, &b);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(send.Progress().ok());
+  int eager_path = -1, large_path = -1;
+  for (int i = 0; i < 2; ++i) {
+    const int n = rx[i]->Pending();
+    if (n > 0 && static_cast<size_t>(n) < kLarge) eager_path = i;
+    if (static_cast<size_t>(n) >= kLarge) large_path = i;
+  }
+  ASSERT_TRUE(eager_path >= 0 && large_path >= 0 && eager_path != large_path)
+      << "the test needs the 1 KiB messages and the 128 KiB one on different paths (bytes waiting: "
+      << rx[0]->Pending() << ", " << rx[1]->Pending() << ")";
+  // Everything on the eager path but A's frame, its last (control frames may come before it).
+  const int64_t before_a =
+      rx[static_cast<size_t>(eager_path)]->Pending() - static_cast<int64_t>(sizeof(FrameHeader) + kEager);
+  ASSERT_GE(before_a, static_cast<int64_t>(sizeof(FrameHeader) + kEager)) << "E2's frame expected before A's";
+  // B arrives first and completes: it asks for its acknowledgement, which cannot cover it yet.
+  *allow[static_cast<size_t>(large_path)] = -1;
+  receive(qb);
+  // E2 arrives (not A): the receiver keeps calling past ack_now_delay_us (B asked), so an
+  // acknowledgement leaves - covering E2, stopping short of B, as A is still missing.
+  *allow[static_cast<size_t>(eager_path)] = before_a;
+  receive(q2);
+  const auto e2_done = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - e2_done < std::chrono::milliseconds(20)) {
+    ASSERT_TRUE(recv.Progress().ok());
+    ASSERT_TRUE(send.Progress().ok());
+  }
+  int bdone = 0;
+  ASSERT_TRUE(send.Test(b, &bdone, nullptr).ok());
+  ASSERT_FALSE(bdone) << "acknowledged before the earlier message arrived: the test's premise is gone";
+  // A arrives: the call that completes it leaves nothing posted, and from then on the receiver's
+  // application calls nothing (it moved on). The sender must still complete B.
+  *allow[static_cast<size_t>(eager_path)] = -1;
+  receive(qa);
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!bdone && std::chrono::steady_clock::now() < limit) ASSERT_TRUE(send.Test(b, &bdone, nullptr).ok());
+  EXPECT_TRUE(bdone) << "the sender still waits for the acknowledgement of a message its receiver completed";
+  EXPECT_EQ(std::string(ra.data(), kEager), std::string(sa.data(), kEager));
+  EXPECT_EQ(std::string(rb.data(), kLarge), std::string(sb.data(), kLarge));
+  int unused = 0;
+  for (SendRequest* q : {e1, e2, a}) ASSERT_TRUE(send.Test(q, &unused, nullptr).ok());
 }
 
 TEST(AckBatching, AHeldAcknowledgementLeavesWithinTheDelayWhileTheReceiverIsCalled) {
