@@ -99,7 +99,10 @@ const char kUsage[] =
     "acknowledgement; on a pair the receiver answers small segments with bare acknowledgements.\n"
     "The smallest size's TCP segments per round trip (both directions, counted with TCP_INFO over\n"
     "every connection of this process outside the timed loop) are printed for plugin, raw and\n"
-    "pair after the targets; with --json every round-trip row has them (*_rtt_segments).\n\n"
+    "pair after the targets; with --json every round-trip row has them (*_rtt_segments).\n"
+    "Every streamed size's segments per message, plugin and raw, follow on one line (counted\n"
+    "the same way; with --json *_stream_segments): a segment is a pass through both ends' TCP\n"
+    "stacks, so a count well above raw's is what a message costs beyond its bytes.\n\n"
     "options:\n"
     "  --min-bytes N     smallest message (default 8; suffixes K, M, G)\n"
     "  --max-bytes N     largest message (default 64M, at most 1G)\n"
@@ -1048,6 +1051,10 @@ struct Row {
   // runs; NaN where not counted): one socket carries each reply with the acknowledgement of the
   // message it answers, two connections - NCCL's send and receive communicators - cannot.
   double plugin_rtt_segs = NAN, raw_rtt_segs = NAN, raw_pair_rtt_segs = NAN;
+  // TCP segments per streamed message, both directions (data, the receiver's control frames and
+  // every bare acknowledgement), medians over the runs: a framed protocol's per-message costs that
+  // the throughput alone does not show - small writes' tail segments, descriptors and their acks.
+  double plugin_stream_segs = NAN, raw_stream_segs = NAN;
   // Every run behind the medians above, in the order they ran (plugin run k, then raw run k): the
   // spread tells a real difference from the host's run-to-run drift.
   std::vector<double> plugin_gbps_runs, raw_gbps_runs;
@@ -1104,12 +1111,16 @@ class Driver {
     return cc.empty() ? "unknown" : cc;
   }
 
-  double Stream(bool plugin, uint64_t size, uint64_t iters) {
+  // `segs`, when given: TCP segments per message on every connection of this process, counted
+  // outside the timed loop (as for PingPong).
+  double Stream(bool plugin, uint64_t size, uint64_t iters, double* segs = nullptr) {
     peer_.Send({plugin ? Op::kPluginStream : Op::kRawStream, 0, size, iters});
+    const std::optional<uint64_t> before = segs ? cli::ProcessTcpSegments() : std::nullopt;
     const uint64_t window = static_cast<uint64_t>(o_.window);
     double secs = plugin ? PluginStreamSend(*plugin_, slots_, window, size, iters)
                          : RawStreamSend(raw_, slots_, window, size, iters, setup_.raw);
     peer_.Expect(plugin ? "plugin stream" : "raw stream", size);
+    if (segs) *segs = SegmentsPer(before, iters);
     return secs;
   }
 
@@ -1190,12 +1201,16 @@ class Driver {
       // transport's runs is reported, so one stall (a descheduled process) moves neither figure.
       const uint64_t runs = static_cast<uint64_t>(o_.runs);
       const uint64_t per_rep = std::max<uint64_t>(row.stream_iters / runs, std::min<uint64_t>(row.stream_iters, 2 * window));
-      std::vector<double> plugin_gbps, raw_gbps;
+      std::vector<double> plugin_gbps, raw_gbps, plugin_segs, raw_segs;
       for (uint64_t rep = 0; rep < runs; ++rep)
         for (bool plugin : Transports()) {
-          double secs = Stream(plugin, size, per_rep);
+          double segs = NAN;
+          double secs = Stream(plugin, size, per_rep, &segs);
           (plugin ? plugin_gbps : raw_gbps).push_back(static_cast<double>(size) * static_cast<double>(per_rep) / secs / 1e9);
+          (plugin ? plugin_segs : raw_segs).push_back(segs);
         }
+      row.plugin_stream_segs = MedianCounted(plugin_segs);
+      row.raw_stream_segs = MedianCounted(raw_segs);
       row.stream_iters = per_rep * runs;
       row.plugin_gbps = Median(plugin_gbps);
       row.raw_gbps = Median(raw_gbps);
@@ -1369,6 +1384,21 @@ void PrintSegments(const std::vector<Row>& rows) {
   }
 }
 
+// Segments per streamed message at every size, plugin against raw: where the plugin's count is well
+// above raw's, its writes, control frames or acknowledgements are what a message costs beyond the
+// bytes (each segment is a pass through both ends' TCP stacks).
+void PrintStreamSegments(const std::vector<Row>& rows) {
+  std::string line;
+  for (const Row& r : rows) {
+    if (std::isnan(r.plugin_stream_segs) && std::isnan(r.raw_stream_segs)) continue;
+    line += (line.empty() ? "" : ", ") + HumanBytes(r.size) + " " + Cell(r.plugin_stream_segs, "%.2f") + " / " +
+            Cell(r.raw_stream_segs, "%.2f");
+  }
+  if (!line.empty())
+    std::printf("TCP segments per streamed message (both directions, acknowledgements included), plugin / raw: %s\n",
+                line.c_str());
+}
+
 }  // namespace
 
 int RunBenchCommand(int argc, char** argv) {
@@ -1439,6 +1469,7 @@ int RunBenchCommand(int argc, char** argv) {
     std::printf("\n");
     if (o.mode == Mode::kBoth) PrintTargets(targets);
     PrintSegments(rows);
+    PrintStreamSegments(rows);
     std::printf("all %zu sizes transferred and checked in %.1f s\n", rows.size(), elapsed);
     return 0;
   }
@@ -1475,6 +1506,8 @@ int RunBenchCommand(int argc, char** argv) {
                        {"plugin_rtt_segments", JsonNumber(r.plugin_rtt_segs)},
                        {"raw_rtt_segments", JsonNumber(r.raw_rtt_segs)},
                        {"raw_pair_rtt_segments", JsonNumber(r.raw_pair_rtt_segs)},
+                       {"plugin_stream_segments", JsonNumber(r.plugin_stream_segs)},
+                       {"raw_stream_segments", JsonNumber(r.raw_stream_segs)},
                        {"rtt_ratio_vs_pair", JsonNumber(Ratio(r.plugin_rtt_us, r.raw_pair_rtt_us))},
                        {"runs", {{"plugin_gbps", r.plugin_gbps_runs},
                                  {"raw_gbps", r.raw_gbps_runs},

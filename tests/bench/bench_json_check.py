@@ -3,7 +3,9 @@
 every figure measured (positive and finite) for both transports, round trips up to rtt_max_bytes and
 none above, every figure the median of the runs listed under "runs" (5 per transport, each positive;
 --runs N: N, an even count's median the mean of its middle two, and a --runs outside 1-99 refused),
-TCP segments per round trip for plugin, raw and raw pair (at least 2: the two messages),
+TCP segments per round trip for plugin, raw and raw pair (at least 2: the two messages), TCP
+segments per streamed message for plugin and raw (at least the message's bytes over loopback's
+64 KiB segments),
 the TCP congestion control both transports ran (config.tcp_congestion_control: the system's default;
 --congestion NAME: NAME, a bad name refused), and a verdict for each of the five targets with the ratio it was judged on - recomputed here from the
 rows, so a verdict that does not follow from the figures fails the test.
@@ -120,6 +122,12 @@ def main():
             fail(f"size {r['size']}: throughput_ratio {r['throughput_ratio']} is not plugin/raw")
         for k in ("plugin_gbps", "raw_gbps"):
             check_runs(r, k)
+        # A loopback segment carries at most 64 KiB (the interface's MTU), so a streamed message costs at
+        # least size / 64 KiB segments: fewer means the count (TCP_INFO over the bench's connections,
+        # around each run) missed a connection or broke.
+        for k in ("plugin_stream_segments", "raw_stream_segments"):
+            if positive(r, k) < r["size"] / 65536:
+                fail(f"size {r['size']}: {k} is {r[k]}, below the {r['size'] / 65536:.4f} segments its bytes need")
         if r["size"] <= rtt_max:
             for k in ("plugin_rtt_us", "raw_rtt_us", "rtt_ratio", "raw_pair_rtt_us"):
                 positive(r, k)
