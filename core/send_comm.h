@@ -59,7 +59,7 @@ class SendComm final : public Comm {
   // Send coalescing: sends held for one write at most, and eager sends' bytes together at most.
   // FLEXIFORCE_COALESCE_US's text names all three (tests/plugin/config_registry_test.cc checks).
   static constexpr int kMaxHeld = 16;
-  static constexpr uint64_t kMaxHeldBytes = 512 * 1024;
+  static constexpr uint64_t kMaxHeldBytes = 128 * 1024;
 
  private:
   SendMsg& Msg(uint64_t seq) { return msgs_[seq % kMaxMsgs]; }
@@ -178,7 +178,7 @@ class SendComm final : public Comm {
   std::vector<int64_t> inflight_pass_;
   // PickPath: the path the last small (unstriped) message took, kept while its queue is short.
   int last_small_path_ = -1;
-  static constexpr uint64_t kStickyQueueBytes = 512 * 1024;
+  static constexpr uint64_t kStickyQueueBytes = 128 * 1024;
   // Acknowledgement timeout: last time the cumulative ack moved (or sending started).
   uint64_t ack_progress_ns_ = 0;
   uint64_t ack_seen_ = 0;
